@@ -1,0 +1,24 @@
+import type { DataSource } from 'typeorm';
+import { OutboxConfigurationError } from '../errors';
+import { MysqlOutboxDialect } from './mysql.dialect';
+import type { OutboxDialect } from './outbox-dialect';
+import { PostgresOutboxDialect } from './postgres.dialect';
+import { SqliteOutboxDialect } from './sqlite.dialect';
+
+/** Picks the dialect of a DataSource from its driver type. */
+export function resolveDialect(dataSource: DataSource): OutboxDialect & { execute: SqliteOutboxDialect['execute'] } {
+  switch (dataSource.options.type) {
+    case 'postgres':
+      return new PostgresOutboxDialect();
+    case 'mysql':
+    case 'mariadb':
+      return new MysqlOutboxDialect();
+    case 'better-sqlite3':
+      return new SqliteOutboxDialect();
+    default:
+      throw new OutboxConfigurationError(
+        `nestjs-outbox does not support the TypeORM driver '${dataSource.options.type}'. ` +
+          `Use PostgreSQL ('postgres'), MySQL/MariaDB ('mysql' or 'mariadb') or SQLite ('better-sqlite3').`,
+      );
+  }
+}

@@ -1,0 +1,48 @@
+import type { EntityManager } from 'typeorm';
+import type { ClaimedOutboxRow, ClaimRequest } from './outbox-dialect';
+import { SqlOutboxDialect, UniqueIndexRef } from './sql-dialect.base';
+
+/**
+ * SQLite (better-sqlite3): one writer at a time, so the claim is a single `UPDATE … RETURNING` with no locking
+ * clause; transactions of a DataSource are serialized by the transaction runner. Unique violations name the
+ * columns, not the index.
+ */
+export class SqliteOutboxDialect extends SqlOutboxDialect {
+  readonly name = 'sqlite' as const;
+  readonly nowMs = `CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)`;
+
+  quote(identifier: string): string {
+    return `"${identifier.replace(/"/g, '""')}"`;
+  }
+
+  param(): string {
+    return '?';
+  }
+
+  async claim(manager: EntityManager, { table, owner, limit, leaseMs }: ClaimRequest): Promise<ClaimedOutboxRow[]> {
+    const q = (c: string) => this.quote(c);
+    const { records } = await this.execute(
+      manager,
+      `UPDATE ${this.quoteTable(table)} SET ${q('claimed_by')} = ?, ${q('claimed_until')} = ${this.nowMs} + ?, ${q('attempts')} = ${q('attempts')} + 1
+       WHERE ${q('seq')} IN (SELECT ${q('seq')} FROM ${this.quoteTable(table)} WHERE ${this.claimableWhere()} ORDER BY ${q('seq')} LIMIT ${Math.floor(limit)})
+       RETURNING ${this.claimedColumns.map(q).join(', ')}`,
+      [owner, leaseMs],
+    );
+    return records.map((r) => this.toClaimed(r)).sort((a, b) => Number(BigInt(a.seq) - BigInt(b.seq)));
+  }
+
+  protected uniqueViolationDetails(error: any) {
+    const code = String(error?.code ?? '');
+    const message = String(error?.message ?? '');
+    if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') return { code: true, text: message };
+    if (code === 'SQLITE_CONSTRAINT' && /UNIQUE constraint failed/i.test(message)) return { code: true, text: message };
+    return undefined;
+  }
+
+  protected matchesIndex(text: string, index: UniqueIndexRef): boolean {
+    if (index.columns.length === 0) return text.includes(index.name);
+    const failed = text.replace(/^.*UNIQUE constraint failed:\s*/i, '').split(',').map((s) => s.trim());
+    const expected = index.columns.map((c) => `${index.table}.${c}`);
+    return failed.length === expected.length && expected.every((c) => failed.includes(c));
+  }
+}

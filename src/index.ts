@@ -1,0 +1,21 @@
+export { OutboxModule } from './outbox.module';
+export type {
+  OutboxModuleOptions,
+  OutboxModuleExtras,
+  OutboxPublisherOptions,
+  OutboxRetryOptions,
+  OutboxTransportName,
+  ResolvedOutboxOptions,
+} from './outbox.options';
+export { DEFAULT_PUBLISHER_OPTIONS, DEFAULT_RETRY_OPTIONS } from './outbox.options';
+export { OUTBOX_OPTIONS, OUTBOX_DATA_SOURCE, OUTBOX_PUBLISHER_JOB, MESSAGE_ID_HEADER } from './outbox.constants';
+export * from './errors';
+export { OutboxMessage } from './outbox/outbox-message.entity';
+export type { OutboxMessageStatus } from './outbox/outbox-message.entity';
+export { OutboxService } from './outbox/outbox.service';
+export type { EmitOptions } from './outbox/outbox.service';
+export { OutboxPublisher } from './publisher/outbox-publisher';
+export type { OutboxPassResult } from './publisher/outbox-publisher';
+export type { OutboxTransactionOptions } from './transaction/transaction-runner';
+export { OutboxEnvelopeDeserializer } from './transports/outbox-envelope.deserializer';
+export { getOutboxMessageId } from './transports/message-id';

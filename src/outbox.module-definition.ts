@@ -1,0 +1,18 @@
+import { ConfigurableModuleBuilder } from '@nestjs/common';
+import type { OutboxModuleExtras, OutboxModuleOptions } from './outbox.options';
+
+/** forRoot / forRootAsync (useFactory, useClass with `createOutboxOptions()`, useExisting), plus the extras. */
+export const {
+  ConfigurableModuleClass: OutboxConfigurableModule,
+  MODULE_OPTIONS_TOKEN: OUTBOX_RAW_OPTIONS,
+  OPTIONS_TYPE: OUTBOX_OPTIONS_TYPE,
+  ASYNC_OPTIONS_TYPE: OUTBOX_ASYNC_OPTIONS_TYPE,
+} = new ConfigurableModuleBuilder<OutboxModuleOptions>({ moduleName: 'Outbox' })
+  .setClassMethodName('forRoot')
+  .setFactoryMethodName('createOutboxOptions')
+  .setExtras<OutboxModuleExtras>({ isGlobal: false, dataSource: undefined }, (definition, extras) => ({
+    ...definition,
+    global: extras.isGlobal,
+    dataSourceName: extras.dataSource,
+  }))
+  .build();

@@ -1,0 +1,56 @@
+import { DynamicModule, Module } from '@nestjs/common';
+import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
+import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from './outbox.constants';
+import {
+  OUTBOX_ASYNC_OPTIONS_TYPE,
+  OUTBOX_OPTIONS_TYPE,
+  OUTBOX_RAW_OPTIONS,
+  OutboxConfigurableModule,
+} from './outbox.module-definition';
+import type { OutboxModuleOptions } from './outbox.options';
+import { resolveOutboxOptions } from './outbox.options-validation';
+import { OutboxDatabase } from './outbox/outbox-database';
+import { OutboxMessage } from './outbox/outbox-message.entity';
+import { OutboxService } from './outbox/outbox.service';
+import { OutboxPublisher } from './publisher/outbox-publisher';
+
+/**
+ * The outbox: `OutboxService` (transactions + emit), the `OutboxMessage` entity (registered with
+ * `TypeOrmModule.forFeature`, so `autoLoadEntities` picks it up) and the publisher.
+ *
+ * ```ts
+ * OutboxModule.forRoot({ client: 'BROKER' })
+ * OutboxModule.forRootAsync({ imports: [ConfigModule], inject: [ConfigService], useFactory: (c) => ({ client: 'BROKER' }) })
+ * ```
+ */
+@Module({})
+export class OutboxModule extends OutboxConfigurableModule {
+  static forRoot(options: typeof OUTBOX_OPTIONS_TYPE): DynamicModule {
+    return OutboxModule.complete(super.forRoot(options));
+  }
+
+  static forRootAsync(options: typeof OUTBOX_ASYNC_OPTIONS_TYPE): DynamicModule {
+    return OutboxModule.complete(super.forRootAsync(options));
+  }
+
+  private static complete(definition: DynamicModule & { dataSourceName?: string }): DynamicModule {
+    const { dataSourceName, ...module } = definition;
+    return {
+      ...module,
+      imports: [...(module.imports ?? []), TypeOrmModule.forFeature([OutboxMessage], dataSourceName)],
+      providers: [
+        ...(module.providers ?? []),
+        {
+          provide: OUTBOX_OPTIONS,
+          useFactory: (raw: OutboxModuleOptions) => resolveOutboxOptions(raw),
+          inject: [OUTBOX_RAW_OPTIONS],
+        },
+        { provide: OUTBOX_DATA_SOURCE, useExisting: getDataSourceToken(dataSourceName) },
+        OutboxDatabase,
+        OutboxPublisher,
+        OutboxService,
+      ],
+      exports: [OutboxService, OutboxPublisher, OUTBOX_OPTIONS, OUTBOX_DATA_SOURCE, OutboxDatabase],
+    };
+  }
+}

@@ -1,0 +1,126 @@
+import { OutboxConfigurationError } from './errors';
+import {
+  DEFAULT_PUBLISHER_OPTIONS,
+  DEFAULT_RETRY_OPTIONS,
+  OutboxModuleOptions,
+  OutboxTransportName,
+  ResolvedOutboxOptions,
+} from './outbox.options';
+
+const TRANSPORTS: ReadonlyArray<OutboxTransportName | 'auto'> = ['auto', 'rmq', 'tcp', 'nats', 'mqtt', 'redis', 'kafka'];
+
+function fail(path: string, problem: string, fix: string): never {
+  throw new OutboxConfigurationError(`OutboxModule option \`${path}\` ${problem}. ${fix}`);
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return `the string ${JSON.stringify(value)}`;
+  if (value === null) return 'null';
+  return `${typeof value} ${String(value)}`;
+}
+
+function checkObject(path: string, value: unknown): Record<string, unknown> {
+  if (value === undefined) return {};
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    fail(path, `must be an object, got ${describe(value)}`, `Pass an object such as \`${path}: {}\` or leave it out.`);
+  }
+  return value as Record<string, unknown>;
+}
+
+function checkKnownKeys(path: string, value: Record<string, unknown>, known: readonly string[]): void {
+  for (const key of Object.keys(value)) {
+    if (!known.includes(key)) {
+      const where = path ? `${path}.${key}` : key;
+      fail(where, 'is not a known option', `Known options here: ${known.join(', ')}. Check the spelling.`);
+    }
+  }
+}
+
+function checkBoolean(path: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') {
+    fail(path, `must be a boolean, got ${describe(value)}`, `Pass \`true\` or \`false\` (not a string); convert environment variables before passing them.`);
+  }
+  return value;
+}
+
+function checkNumber(
+  path: string,
+  value: unknown,
+  fallback: number,
+  { min, max, integer }: { min: number; max?: number; integer?: boolean },
+): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    fail(path, `must be a finite number, got ${describe(value)}`, `Pass a number such as ${fallback} (the default); convert environment variables with Number().`);
+  }
+  if (integer && !Number.isInteger(value)) fail(path, `must be an integer, got ${value}`, `Pass a whole number such as ${fallback}.`);
+  if (value < min || (max !== undefined && value > max)) {
+    const range = max === undefined ? `at least ${min}` : `between ${min} and ${max}`;
+    fail(path, `must be ${range}, got ${value}`, `Pass a value ${range}; the default is ${fallback}.`);
+  }
+  return value;
+}
+
+/**
+ * Validates the options given to `OutboxModule` and applies the defaults. Throws `OutboxConfigurationError`
+ * naming the option and the fix.
+ */
+export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): ResolvedOutboxOptions {
+  const raw = checkObject('options', input ?? {});
+  checkKnownKeys('', raw, ['client', 'transport', 'publisher', 'retry']);
+  const pub = checkObject('publisher', raw.publisher);
+  checkKnownKeys('publisher', pub, Object.keys(DEFAULT_PUBLISHER_OPTIONS));
+  const retry = checkObject('retry', raw.retry);
+  checkKnownKeys('retry', retry, Object.keys(DEFAULT_RETRY_OPTIONS));
+  const d = DEFAULT_PUBLISHER_OPTIONS;
+  const r = DEFAULT_RETRY_OPTIONS;
+
+  const publisher = {
+    enabled: checkBoolean('publisher.enabled', pub.enabled, d.enabled),
+    pollingInterval: checkNumber('publisher.pollingInterval', pub.pollingInterval, d.pollingInterval, { min: 10, integer: true }),
+    batchSize: checkNumber('publisher.batchSize', pub.batchSize, d.batchSize, { min: 1, max: 10_000, integer: true }),
+    publishTimeout: checkNumber('publisher.publishTimeout', pub.publishTimeout, d.publishTimeout, { min: 10, integer: true }),
+    leaseDuration: checkNumber('publisher.leaseDuration', pub.leaseDuration, d.leaseDuration, { min: 1000, integer: true }),
+  };
+  if (pub.leaseDuration === undefined && publisher.leaseDuration < publisher.publishTimeout + 1000) {
+    publisher.leaseDuration = publisher.publishTimeout * 2 + 1000;
+  }
+  if (publisher.leaseDuration < publisher.publishTimeout + 1000) {
+    fail(
+      'publisher.leaseDuration',
+      `(${publisher.leaseDuration} ms) must exceed publisher.publishTimeout (${publisher.publishTimeout} ms) by at least 1000 ms`,
+      'Raise leaseDuration or lower publishTimeout, so no publish can outlive the claim that allowed it.',
+    );
+  }
+
+  const retryOptions = {
+    maxAttempts: checkNumber('retry.maxAttempts', retry.maxAttempts, r.maxAttempts, { min: 1, integer: true }),
+    initialDelay: checkNumber('retry.initialDelay', retry.initialDelay, r.initialDelay, { min: 0, integer: true }),
+    factor: checkNumber('retry.factor', retry.factor, r.factor, { min: 1 }),
+    maxDelay: checkNumber('retry.maxDelay', retry.maxDelay, r.maxDelay, { min: 0, integer: true }),
+    jitter: checkNumber('retry.jitter', retry.jitter, r.jitter, { min: 0, max: 1 }),
+  };
+  if (retryOptions.maxDelay < retryOptions.initialDelay) {
+    fail('retry.maxDelay', `(${retryOptions.maxDelay}) is below retry.initialDelay (${retryOptions.initialDelay})`, 'Make maxDelay at least initialDelay.');
+  }
+
+  const transport = raw.transport ?? 'auto';
+  if (!TRANSPORTS.includes(transport as OutboxTransportName)) {
+    fail('transport', `must be one of ${TRANSPORTS.join(', ')}, got ${describe(transport)}`, "Leave it out to detect the transport from the client, or name it, e.g. 'rmq'.");
+  }
+
+  const client = raw.client as ResolvedOutboxOptions['client'];
+  if (publisher.enabled) {
+    const ok = typeof client === 'string' ? client.length > 0 : typeof client === 'symbol' || typeof client === 'function';
+    if (!ok) {
+      fail(
+        'client',
+        client === undefined ? 'is missing' : `must be an injection token (string, symbol or class), got ${describe(client)}`,
+        "Register a ClientProxy with ClientsModule.register([{ name: 'BROKER', transport: Transport.RMQ, options }]) and pass `client: 'BROKER'`, or set `publisher: { enabled: false }` in processes that do not publish.",
+      );
+    }
+  }
+
+  return { client, transport: transport as ResolvedOutboxOptions['transport'], publisher, retry: retryOptions };
+}

@@ -1,0 +1,111 @@
+import type { InjectionToken } from '@nestjs/common';
+
+/** Transports the publisher knows how to stamp with a message id. `auto` picks one from the client's class. */
+export type OutboxTransportName = 'rmq' | 'tcp' | 'nats' | 'mqtt' | 'redis' | 'kafka';
+
+/** Options of the publisher: the loop that relays unsent rows to the broker. */
+export interface OutboxPublisherOptions {
+  /**
+   * Run the publisher in this process. Turn it off in processes that only write events (a CLI, a worker that
+   * must not publish); rows then wait for a process where it is on.
+   * @default true
+   */
+  enabled?: boolean;
+  /**
+   * Milliseconds between two polls for due messages. Commits through `OutboxService.transaction()` wake the
+   * local publisher at once, so this bounds the latency only of rows written some other way.
+   * @default 1000
+   */
+  pollingInterval?: number;
+  /**
+   * Most rows claimed and published in one pass. They are published concurrently and marked in one statement.
+   * @default 500
+   */
+  batchSize?: number;
+  /**
+   * Milliseconds to wait for the broker to confirm one publish. A publish that times out has an unknown outcome
+   * (the message may still arrive): it is retried, and consumers deduplicate by message id.
+   * @default 10000
+   */
+  publishTimeout?: number;
+  /**
+   * Milliseconds a claimed batch stays reserved for this publisher, measured on the database clock. Another
+   * publisher may take the rows over only after it expires. Must exceed `publishTimeout` by at least one second.
+   * @default 30000
+   */
+  leaseDuration?: number;
+}
+
+/** How failed publishes are retried: exponential backoff with jitter, then the dead state. */
+export interface OutboxRetryOptions {
+  /**
+   * Attempts before a message is marked dead. An attempt counts when it starts, so a message that crashes the
+   * process is counted too.
+   * @default 10
+   */
+  maxAttempts?: number;
+  /** Milliseconds before the first retry. @default 1000 */
+  initialDelay?: number;
+  /** Multiplier of the delay after each failed attempt. @default 2 */
+  factor?: number;
+  /** Upper bound of the delay in milliseconds. @default 300000 (5 minutes) */
+  maxDelay?: number;
+  /** Fraction (0–1) of the delay randomized, so retries of many messages spread out. @default 0.2 */
+  jitter?: number;
+}
+
+/** Options of `OutboxModule.forRoot()` and the object returned by `forRootAsync()`'s factory. */
+export interface OutboxModuleOptions {
+  /**
+   * Injection token of the `ClientProxy` that events are published through, as registered by the app with
+   * `ClientsModule.register([{ name: TOKEN, transport, options }])`. Required while the publisher is enabled.
+   */
+  client?: InjectionToken;
+  /**
+   * The client's transport, which decides how the message id travels (AMQP property, NATS header, …).
+   * @default 'auto' (detected from the client's class)
+   */
+  transport?: OutboxTransportName | 'auto';
+  /** The publisher; see `OutboxPublisherOptions`. */
+  publisher?: OutboxPublisherOptions;
+  /** Retries of failed publishes; see `OutboxRetryOptions`. */
+  retry?: OutboxRetryOptions;
+}
+
+/**
+ * Options read when the module is defined (for `forRootAsync()` too), beside the ones above.
+ */
+export interface OutboxModuleExtras {
+  /** Register the module globally, so every module can inject `OutboxService`. @default false */
+  isGlobal?: boolean;
+  /**
+   * Name of the TypeORM DataSource (connection) the outbox table lives in, as given to
+   * `TypeOrmModule.forRoot({ name })`. Business writes must use the same DataSource to share its transactions.
+   * @default the default DataSource
+   */
+  dataSource?: string;
+}
+
+/** The options after validation, with every default applied. */
+export interface ResolvedOutboxOptions {
+  client?: InjectionToken;
+  transport: OutboxTransportName | 'auto';
+  publisher: Required<OutboxPublisherOptions>;
+  retry: Required<OutboxRetryOptions>;
+}
+
+export const DEFAULT_PUBLISHER_OPTIONS: Readonly<Required<OutboxPublisherOptions>> = Object.freeze({
+  enabled: true,
+  pollingInterval: 1000,
+  batchSize: 500,
+  publishTimeout: 10_000,
+  leaseDuration: 30_000,
+});
+
+export const DEFAULT_RETRY_OPTIONS: Readonly<Required<OutboxRetryOptions>> = Object.freeze({
+  maxAttempts: 10,
+  initialDelay: 1000,
+  factor: 2,
+  maxDelay: 300_000,
+  jitter: 0.2,
+});

@@ -1,0 +1,73 @@
+import { Column, Entity, Index, PrimaryGeneratedColumn } from 'typeorm';
+import { OUTBOX_TABLE } from '../outbox.constants';
+import { epochMsTransformer } from './epoch-ms.transformer';
+
+/** Life cycle of an outbox row. In flight = `pending` with a live claim (`claimedUntil` in the future). */
+export type OutboxMessageStatus = 'pending' | 'sent' | 'dead';
+
+/**
+ * One event waiting to be published (or already published / dead). Written in the same transaction as the
+ * state change it announces.
+ *
+ * Indexes: `claim` serves the publisher's query (pending and due, in write order); `key` serves per-key
+ * ordering; `cleanup` serves retention of sent and dead rows. Times are epoch milliseconds on the database clock.
+ */
+@Entity(OUTBOX_TABLE)
+@Index('IDX_outbox_messages_claim', ['status', 'availableAt', 'seq'])
+@Index('IDX_outbox_messages_key', ['key', 'seq'])
+@Index('IDX_outbox_messages_cleanup', ['status', 'sentAt'])
+export class OutboxMessage {
+  /** Write order. Also the primary key. */
+  @PrimaryGeneratedColumn({ type: 'bigint', name: 'seq' })
+  seq!: string;
+
+  /** Stable id assigned when the row is written (UUIDv7 unless given); travels with the message for dedup. */
+  @Index('UQ_outbox_messages_message_id', { unique: true })
+  @Column({ type: 'varchar', length: 255, name: 'message_id' })
+  messageId!: string;
+
+  /** The pattern the consumer's `@EventPattern()` listens to. */
+  @Column({ type: 'varchar', length: 255 })
+  pattern!: string;
+
+  /** The payload, as JSON text. */
+  @Column({ type: 'text' })
+  payload!: string;
+
+  /** Extra headers sent with the message, as JSON text of a string map. */
+  @Column({ type: 'text', nullable: true })
+  headers!: string | null;
+
+  /** Ordering key: messages with the same key are published in commit order. */
+  @Column({ type: 'varchar', length: 255, nullable: true, name: 'ordering_key' })
+  key!: string | null;
+
+  @Column({ type: 'varchar', length: 16, default: 'pending' })
+  status!: OutboxMessageStatus;
+
+  /** Publish attempts started so far. */
+  @Column({ type: 'int', default: 0 })
+  attempts!: number;
+
+  /** When the message becomes due (delayed messages and retries). */
+  @Column({ type: 'bigint', name: 'available_at', transformer: epochMsTransformer })
+  availableAt!: Date;
+
+  @Column({ type: 'bigint', name: 'created_at', transformer: epochMsTransformer })
+  createdAt!: Date;
+
+  @Column({ type: 'bigint', name: 'sent_at', nullable: true, transformer: epochMsTransformer })
+  sentAt!: Date | null;
+
+  /** Owner token of the current claim (fencing token of one publish pass). */
+  @Column({ type: 'varchar', length: 36, nullable: true, name: 'claimed_by' })
+  claimedBy!: string | null;
+
+  /** End of the current claim's lease. */
+  @Column({ type: 'bigint', nullable: true, name: 'claimed_until', transformer: epochMsTransformer })
+  claimedUntil!: Date | null;
+
+  /** The last publish error, if any. */
+  @Column({ type: 'text', nullable: true, name: 'last_error' })
+  lastError!: string | null;
+}

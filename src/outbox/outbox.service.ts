@@ -1,0 +1,162 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { getDataSourceName } from '@nestjs/typeorm';
+import type { EntityManager } from 'typeorm';
+import { OutboxInvalidMessageError, OutboxNoTransactionError } from '../errors';
+import { MESSAGE_ID_HEADER } from '../outbox.constants';
+import { OutboxPublisher } from '../publisher/outbox-publisher';
+import { currentTransaction } from '../transaction/transaction-context';
+import { OutboxTransactionOptions, runInTransaction } from '../transaction/transaction-runner';
+import { newMessageId } from './message-id';
+import { OutboxDatabase } from './outbox-database';
+import { serializeJson } from './serialize-json';
+
+/** Options of one `emit()`. */
+export interface EmitOptions {
+  /** Write through this manager (its transaction) instead of the ambient one. */
+  manager?: EntityManager;
+  /** Ordering key: messages with the same key are published in commit order. Up to 255 characters. */
+  key?: string;
+  /** Extra headers sent with the message (string values). */
+  headers?: Record<string, string>;
+  /** Publish no earlier than this time. */
+  availableAt?: Date;
+  /** Publish no earlier than this many milliseconds after the commit's database time. */
+  delay?: number;
+  /** The message id to use instead of a new UUIDv7 (up to 255 characters, unique in the outbox). */
+  messageId?: string;
+}
+
+const MAX_TEXT = 255;
+
+/**
+ * Writes events into the outbox in the caller's transaction, and opens transactions that make themselves
+ * ambient for everything awaited inside them.
+ */
+@Injectable()
+export class OutboxService {
+  constructor(
+    protected readonly database: OutboxDatabase,
+    protected readonly publisher: OutboxPublisher,
+  ) {}
+
+  /**
+   * Runs `work` in a transaction of the outbox's DataSource, ambient for everything it awaits: `emit()`,
+   * `manager` and nested `transaction()` calls join it. Commits when `work` resolves, rolls back when it throws.
+   * After a commit that wrote outbox rows, the local publisher is woken at once.
+   */
+  transaction<T>(work: (manager: EntityManager) => Promise<T>, options?: OutboxTransactionOptions): Promise<T> {
+    return runInTransaction(this.database.dataSource, work, options);
+  }
+
+  /** The ambient transaction's EntityManager. Throws `OutboxNoTransactionError` outside a transaction. */
+  get manager(): EntityManager {
+    const context = currentTransaction();
+    if (!context || context.dataSource !== this.database.dataSource) {
+      throw new OutboxNoTransactionError(
+        'OutboxService.manager was read outside a transaction. Read it inside outbox.transaction(async () => …) ' +
+          'or inside a handler guarded by @Idempotent().',
+      );
+    }
+    return context.manager;
+  }
+
+  /** True when called inside a transaction of the outbox's DataSource. */
+  get inTransaction(): boolean {
+    return currentTransaction()?.dataSource === this.database.dataSource;
+  }
+
+  /**
+   * Writes one event into the outbox table, in the transaction of `options.manager` or else the ambient one.
+   * Resolves with the message id. Throws `OutboxNoTransactionError` when there is neither — an event written
+   * outside the business transaction is exactly the bug an outbox exists to prevent.
+   */
+  async emit(pattern: string, payload: unknown, options: EmitOptions = {}): Promise<string> {
+    const row = this.toRow(pattern, payload, options);
+    const context = currentTransaction();
+    let manager = options.manager;
+    if (!manager) {
+      if (!context || context.dataSource !== this.database.dataSource) {
+        throw new OutboxNoTransactionError(
+          `emit('${pattern}') was called outside a transaction, so the event could be published for a change that ` +
+            'never committed (or lost for one that did). Call it inside outbox.transaction(async (manager) => …), inside a ' +
+            'handler guarded by @Idempotent(), or pass { manager } of your own transaction.',
+        );
+      }
+      manager = context.manager;
+    } else if (manager.connection !== this.database.dataSource) {
+      throw new OutboxInvalidMessageError(
+        `emit('${pattern}') got a manager of DataSource '${getDataSourceName(manager.connection.options as { name?: string })}', but the outbox lives in ` +
+          `'${this.database.name}'. Pass a manager of the outbox's DataSource (or set OutboxModule's dataSource).`,
+      );
+    }
+    await this.database.dialect.insert(manager, this.database.table, [row]);
+    if (context && context.manager === manager && !context.afterCommit.includes(this.wake)) context.afterCommit.push(this.wake);
+    return row.messageId;
+  }
+
+  /** Runs publish passes now until nothing is due; resolves with the number of messages published. */
+  flush(): Promise<number> {
+    return this.publisher.flush();
+  }
+
+  private readonly wake = () => this.publisher.wake();
+
+  protected toRow(pattern: string, payload: unknown, options: EmitOptions) {
+    if (typeof pattern !== 'string' || pattern.trim().length === 0 || pattern.length > MAX_TEXT) {
+      throw new OutboxInvalidMessageError(
+        `emit() needs a pattern: a non-empty string of at most ${MAX_TEXT} characters, the one the consumer's ` +
+          `@EventPattern() listens to. Got ${typeof pattern === 'string' ? JSON.stringify(pattern.slice(0, 40)) : typeof pattern}.`,
+      );
+    }
+    if (options === null || typeof options !== 'object') {
+      throw new OutboxInvalidMessageError(`emit('${pattern}') options must be an object.`);
+    }
+    const key = optionalText(pattern, 'key', options.key);
+    const messageId = optionalText(pattern, 'messageId', options.messageId) ?? newMessageId();
+    let headers: string | null = null;
+    if (options.headers !== undefined) {
+      const h = options.headers;
+      if (typeof h !== 'object' || h === null || Array.isArray(h)) {
+        throw new OutboxInvalidMessageError(`emit('${pattern}') option headers must be an object of string values.`);
+      }
+      for (const [name, value] of Object.entries(h)) {
+        if (typeof value !== 'string') {
+          throw new OutboxInvalidMessageError(`emit('${pattern}') header "${name}" must be a string, got ${typeof value}. Convert it with String().`);
+        }
+        if (name.toLowerCase() === MESSAGE_ID_HEADER) {
+          throw new OutboxInvalidMessageError(`emit('${pattern}') header "${name}" is reserved for the message id. Use the messageId option.`);
+        }
+      }
+      if (Object.keys(h).length > 0) headers = serializeJson(h, 'headers');
+    }
+    let availableAt: number | undefined;
+    if (options.availableAt !== undefined) {
+      if (!(options.availableAt instanceof Date) || Number.isNaN(options.availableAt.getTime())) {
+        throw new OutboxInvalidMessageError(`emit('${pattern}') option availableAt must be a valid Date.`);
+      }
+      availableAt = options.availableAt.getTime();
+    }
+    if (options.delay !== undefined && (typeof options.delay !== 'number' || !Number.isFinite(options.delay) || options.delay < 0)) {
+      throw new OutboxInvalidMessageError(`emit('${pattern}') option delay must be a number of milliseconds >= 0.`);
+    }
+    return {
+      messageId,
+      pattern,
+      payload: serializeJson(payload, 'payload'),
+      headers,
+      key,
+      availableAt,
+      delay: options.delay,
+    };
+  }
+}
+
+function optionalText(pattern: string, name: string, value: unknown): string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_TEXT) {
+    throw new OutboxInvalidMessageError(
+      `emit('${pattern}') option ${name} must be a non-empty string of at most ${MAX_TEXT} characters.`,
+    );
+  }
+  return value;
+}

@@ -1,0 +1,74 @@
+import { Logger } from '@nestjs/common';
+import type { DataSource, EntityManager } from 'typeorm';
+import type { IsolationLevel } from 'typeorm/driver/types/IsolationLevel';
+import { SerialQueue } from './serial-queue';
+import { currentTransaction, OutboxTransactionContext, runInTransactionContext } from './transaction-context';
+
+/** Options of one transaction. */
+export interface OutboxTransactionOptions {
+  /** Isolation level of a new transaction (ignored when joining an outer one). @default the database's default */
+  isolationLevel?: IsolationLevel;
+}
+
+const queues = new WeakMap<DataSource, SerialQueue>();
+const logger = new Logger('OutboxTransaction');
+
+/** True when all of a DataSource's transactions share one connection, so they must take turns (SQLite). */
+export function sharesOneConnection(dataSource: DataSource): boolean {
+  const type = dataSource.options.type;
+  return type === 'better-sqlite3' || type === 'sqljs' || type === 'capacitor' || type === 'expo';
+}
+
+function queueOf(dataSource: DataSource): SerialQueue {
+  let queue = queues.get(dataSource);
+  if (!queue) {
+    queue = new SerialQueue();
+    queues.set(dataSource, queue);
+  }
+  return queue;
+}
+
+/**
+ * Runs `work` in a transaction of `dataSource` that is ambient for everything `work` awaits. If the caller is
+ * already inside a transaction of the same DataSource, `work` joins it instead. After a commit the context's
+ * `afterCommit` callbacks run (errors in them are logged, never thrown).
+ */
+export async function runInTransaction<T>(
+  dataSource: DataSource,
+  work: (manager: EntityManager) => Promise<T>,
+  options: OutboxTransactionOptions = {},
+): Promise<T> {
+  const outer = currentTransaction();
+  if (outer && outer.dataSource === dataSource) return work(outer.manager);
+
+  const open = async (): Promise<{ result: T; context: OutboxTransactionContext }> => {
+    let context!: OutboxTransactionContext;
+    const body = (manager: EntityManager) => {
+      context = { dataSource, manager, afterCommit: [] };
+      return runInTransactionContext(context, () => work(manager));
+    };
+    const result = options.isolationLevel
+      ? await dataSource.transaction(options.isolationLevel, body)
+      : await dataSource.transaction(body);
+    return { result, context };
+  };
+
+  const { result, context } = sharesOneConnection(dataSource) ? await queueOf(dataSource).run(open) : await open();
+  for (const callback of context.afterCommit) {
+    try {
+      callback();
+    } catch (error) {
+      logger.error(`An after-commit callback failed: ${(error as Error)?.message ?? error}`);
+    }
+  }
+  return result;
+}
+
+/**
+ * Runs `work` with a manager of `dataSource` outside any transaction of the caller, taking the DataSource's turn
+ * on SQLite (so the statement cannot land inside another caller's open transaction on the shared connection).
+ */
+export function runOnConnection<T>(dataSource: DataSource, work: (manager: EntityManager) => Promise<T>): Promise<T> {
+  if (sharesOneConnection(dataSource)) return queueOf(dataSource).run(() => work(dataSource.manager));
+  return work(dataSource.manager);
+}

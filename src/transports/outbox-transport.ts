@@ -1,0 +1,21 @@
+import type { OutboxTransportName } from '../outbox.options';
+
+/** A message on its way from the outbox table to `ClientProxy.emit()`. */
+export interface OutgoingOutboxMessage {
+  messageId: string;
+  pattern: string;
+  payload: unknown;
+  /** Headers given to `emit()`, without the message id. */
+  headers: Record<string, string>;
+  key: string | null;
+}
+
+/**
+ * How one transport carries a message: builds the `data` argument of `ClientProxy.emit(pattern, data)` so that
+ * the message id (and headers) reach the consumer. Knows nothing of Nest modules or the database.
+ */
+export interface OutboxTransport {
+  readonly name: OutboxTransportName;
+  /** The `data` to emit for `message`. */
+  toRecord(message: OutgoingOutboxMessage): unknown;
+}
