@@ -72,13 +72,15 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
         return this.param(params.length);
       };
       const values = chunk.map((row) => {
+        // Placeholders are positional on MySQL and SQLite: push parameters in the order they appear.
+        const head = `${p(row.messageId)}, ${p(row.pattern)}, ${p(row.payload)}, ${p(row.headers)}, ${p(row.key)}`;
         const due =
           row.availableAt !== undefined
             ? p(row.availableAt)
             : row.delay
               ? `${this.nowMs} + ${p(Math.floor(row.delay))}`
               : this.nowMs;
-        return `(${p(row.messageId)}, ${p(row.pattern)}, ${p(row.payload)}, ${p(row.headers)}, ${p(row.key)}, 'pending', 0, ${due}, ${this.nowMs})`;
+        return `(${head}, 'pending', 0, ${due}, ${this.nowMs})`;
       });
       const q = (c: string) => this.quote(c);
       await this.execute(

@@ -1,6 +1,7 @@
 import { Column, Entity, Index, PrimaryGeneratedColumn } from 'typeorm';
 import { OUTBOX_TABLE } from '../outbox.constants';
 import { epochMsTransformer } from './epoch-ms.transformer';
+import { declareSqliteIntegerKey } from './sqlite-bigint-key.patch';
 
 /** Life cycle of an outbox row. In flight = `pending` with a live claim (`claimedUntil` in the future). */
 export type OutboxMessageStatus = 'pending' | 'sent' | 'dead';
@@ -71,3 +72,5 @@ export class OutboxMessage {
   @Column({ type: 'text', nullable: true, name: 'last_error' })
   lastError!: string | null;
 }
+
+declareSqliteIntegerKey(OutboxMessage);

@@ -1,0 +1,26 @@
+/** Jest: unit tests beside the code (src/**\/*.spec.ts), integration suites under test/ against real services. */
+const transform = {
+  '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', isolatedModules: true, diagnostics: false }],
+};
+
+module.exports = {
+  globalSetup: '<rootDir>/test/helpers/global-setup.ts',
+  testTimeout: 120_000,
+  maxWorkers: 2,
+  projects: [
+    {
+      displayName: 'unit',
+      testEnvironment: 'node',
+      roots: ['<rootDir>/src'],
+      testMatch: ['**/*.spec.ts'],
+      transform,
+    },
+    {
+      displayName: 'e2e',
+      testEnvironment: 'node',
+      roots: ['<rootDir>/test'],
+      testMatch: ['**/*.e2e-spec.ts'],
+      transform,
+    },
+  ],
+};
