@@ -1,5 +1,6 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
+import { OutboxCleanupRegistry } from './cleanup/outbox-cleanup.registry';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from './outbox.constants';
 import {
   OUTBOX_ASYNC_OPTIONS_TYPE,
@@ -47,10 +48,11 @@ export class OutboxModule extends OutboxConfigurableModule {
         },
         { provide: OUTBOX_DATA_SOURCE, useExisting: getDataSourceToken(dataSourceName) },
         OutboxDatabase,
+        OutboxCleanupRegistry,
         OutboxPublisher,
         OutboxService,
       ],
-      exports: [OutboxService, OutboxPublisher, OUTBOX_OPTIONS, OUTBOX_DATA_SOURCE, OutboxDatabase],
+      exports: [OutboxService, OutboxPublisher, OutboxCleanupRegistry, OUTBOX_OPTIONS, OUTBOX_DATA_SOURCE, OutboxDatabase],
     };
   }
 }
