@@ -1,0 +1,50 @@
+import { OutboxConfigurationError } from './errors';
+import { DEFAULT_PUBLISHER_OPTIONS, DEFAULT_RETRY_OPTIONS } from './outbox.options';
+import { resolveOutboxOptions } from './outbox.options-validation';
+
+describe('resolveOutboxOptions', () => {
+  it('applies every default', () => {
+    const resolved = resolveOutboxOptions({ client: 'BROKER' });
+    expect(resolved.publisher).toEqual(DEFAULT_PUBLISHER_OPTIONS);
+    expect(resolved.retry).toEqual(DEFAULT_RETRY_OPTIONS);
+    expect(resolved.transport).toBe('auto');
+    expect(resolved.client).toBe('BROKER');
+  });
+
+  it('keeps given values and accepts symbol and class tokens', () => {
+    class Broker {}
+    const token = Symbol('broker');
+    expect(resolveOutboxOptions({ client: token, publisher: { batchSize: 50 } }).publisher.batchSize).toBe(50);
+    expect(resolveOutboxOptions({ client: Broker, transport: 'rmq' }).client).toBe(Broker);
+  });
+
+  it('does not need a client when the publisher is disabled', () => {
+    expect(resolveOutboxOptions({ publisher: { enabled: false } }).client).toBeUndefined();
+  });
+
+  it('raises the default lease when a long publishTimeout would outlive it', () => {
+    const { publisher } = resolveOutboxOptions({ client: 'B', publisher: { publishTimeout: 60_000 } });
+    expect(publisher.leaseDuration).toBeGreaterThanOrEqual(61_000);
+  });
+
+  it.each([
+    ['a missing client', {}, /`client` is missing.*ClientsModule\.register/],
+    ['an empty client token', { client: '' }, /`client` must be an injection token/],
+    ['a batch size of 0', { client: 'B', publisher: { batchSize: 0 } }, /`publisher\.batchSize` must be between 1 and 10000, got 0/],
+    ['a fractional batch size', { client: 'B', publisher: { batchSize: 1.5 } }, /`publisher\.batchSize` must be an integer/],
+    ['a string "false" for a boolean', { client: 'B', publisher: { enabled: 'false' } }, /`publisher\.enabled` must be a boolean, got the string "false".*not a string/],
+    ['a string number', { client: 'B', publisher: { pollingInterval: '1000' } }, /`publisher\.pollingInterval` must be a finite number.*Number\(\)/],
+    ['NaN', { client: 'B', publisher: { publishTimeout: NaN } }, /`publisher\.publishTimeout` must be a finite number/],
+    ['a lease shorter than the publish timeout', { client: 'B', publisher: { publishTimeout: 5000, leaseDuration: 5500 } }, /`publisher\.leaseDuration` .* must exceed publisher\.publishTimeout/],
+    ['an unknown option', { client: 'B', pollingInterval: 5 }, /`pollingInterval` is not a known option.*publisher/],
+    ['an unknown publisher option', { client: 'B', publisher: { batchsize: 5 } }, /`publisher\.batchsize` is not a known option.*batchSize/],
+    ['an unknown transport', { client: 'B', transport: 'amqp' }, /`transport` must be one of auto, rmq/],
+    ['publisher not an object', { client: 'B', publisher: true }, /`publisher` must be an object/],
+    ['maxAttempts 0', { client: 'B', retry: { maxAttempts: 0 } }, /`retry\.maxAttempts` must be at least 1/],
+    ['jitter above 1', { client: 'B', retry: { jitter: 2 } }, /`retry\.jitter` must be between 0 and 1/],
+    ['maxDelay below initialDelay', { client: 'B', retry: { initialDelay: 5000, maxDelay: 100 } }, /`retry\.maxDelay`.*below retry\.initialDelay/],
+  ])('rejects %s with OutboxConfigurationError naming the option and the fix', (_label, options, message) => {
+    expect(() => resolveOutboxOptions(options as never)).toThrow(OutboxConfigurationError);
+    expect(() => resolveOutboxOptions(options as never)).toThrow(message);
+  });
+});
