@@ -127,6 +127,7 @@ for (const kind of kinds) {
         await expect(outbox.emit('OrderPlaced', {})).rejects.toBeInstanceOf(OutboxNoTransactionError);
         await expect(outbox.emit('OrderPlaced', {})).rejects.toThrow(/outbox\.transaction/);
         expect(() => outbox.manager).toThrow(OutboxNoTransactionError);
+        await expect(outbox.emit('OrderPlaced', {}, { manager: ds.manager })).rejects.toThrow(/not in a transaction/);
         expect(await counts()).toEqual({ orders: 0, events: 0 });
       });
 

@@ -83,6 +83,11 @@ export class OutboxService {
         );
       }
       manager = context.manager;
+    } else if (!manager.queryRunner?.isTransactionActive) {
+      throw new OutboxNoTransactionError(
+        `emit('${pattern}') got a manager that is not in a transaction (e.g. dataSource.manager), so the event would ` +
+          'commit on its own. Pass the manager that dataSource.transaction(async (manager) => …) hands you.',
+      );
     } else if (manager.connection !== this.database.dataSource) {
       throw new OutboxInvalidMessageError(
         `emit('${pattern}') got a manager of DataSource '${getDataSourceName(manager.connection.options as { name?: string })}', but the outbox lives in ` +
