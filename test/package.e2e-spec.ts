@@ -1,0 +1,161 @@
+import { execFile, execFileSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+/**
+ * The package as users get it: `scripts/build.mjs` (what `npm run build` runs) builds into a temp folder (never
+ * the shared dist/), `npm pack` packs it, the tarball is unpacked into a temp app's node_modules the way npm
+ * installs it, and the app's other packages (the peers) are symlinks to this repo's node_modules. From there a
+ * CommonJS app `require()`s it and an ES module app `import`s it; each boots Nest on SQLite and runs
+ * `outbox.transaction(() => outbox.emit(…))`. A TypeScript consumer type-checks against both typings.
+ */
+const run = promisify(execFile);
+const root = join(__dirname, '..');
+
+const APP_BODY = (format: 'cjs' | 'esm') => `
+async function main() {
+  class AppModule {}
+  Module({
+    imports: [
+      TypeOrmModule.forRoot({ type: 'better-sqlite3', database: process.env.DB_FILE, autoLoadEntities: true, synchronize: true }),
+      ClientsModule.register([{ name: 'BROKER', transport: Transport.TCP, options: { port: 1 } }]),
+      OutboxModule.forRoot({ client: 'BROKER', publisher: { enabled: false } }),
+    ],
+  })(AppModule);
+  const app = await NestFactory.createApplicationContext(AppModule, { logger: false });
+  const outbox = app.get(OutboxService);
+  const id = await outbox.transaction(() => outbox.emit('PackageSmoke', { format: '${format}' }));
+  const failed = await outbox
+    .transaction(async () => {
+      await outbox.emit('RolledBack', {});
+      throw new Error('roll back');
+    })
+    .catch((error) => error.message);
+  let outside;
+  try {
+    await outbox.emit('Outside', {});
+  } catch (error) {
+    outside = error instanceof OutboxNoTransactionError ? error.name : String(error);
+  }
+  const rows = await app.get(DataSource).getRepository(OutboxMessage).find();
+  await app.close();
+  console.log(JSON.stringify({ id, failed, outside, rows: rows.map((r) => ({ messageId: r.messageId, pattern: r.pattern, payload: JSON.parse(r.payload) })), resolved: RESOLVED }));
+}
+main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
+`;
+
+const CJS_APP = `'use strict';
+require('reflect-metadata');
+const { Module } = require('@nestjs/common');
+const { NestFactory } = require('@nestjs/core');
+const { ClientsModule, Transport } = require('@nestjs/microservices');
+const { TypeOrmModule } = require('@nestjs/typeorm');
+const { DataSource } = require('typeorm');
+const { OutboxModule, OutboxService, OutboxMessage, OutboxNoTransactionError } = require('nestjs-outbox');
+const RESOLVED = require.resolve('nestjs-outbox');
+${APP_BODY('cjs')}`;
+
+const ESM_APP = `import 'reflect-metadata';
+import { Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { ClientsModule, Transport } from '@nestjs/microservices';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { OutboxModule, OutboxService, OutboxMessage, OutboxNoTransactionError } from 'nestjs-outbox';
+const RESOLVED = import.meta.resolve('nestjs-outbox');
+${APP_BODY('esm')}`;
+
+/**
+ * Fails to compile if a type from the package resolved to `any` (an unresolved import inside its .d.ts files
+ * makes it `any`, and then the `@ts-expect-error` lines have no error to expect).
+ */
+const TYPES_CHECK = `
+import { OutboxModule, OutboxService, type EmitOptions } from 'nestjs-outbox';
+import type { DynamicModule } from '@nestjs/common';
+// @ts-expect-error a number is not an OutboxService
+export const notAService: OutboxService = 5;
+// @ts-expect-error EmitOptions.manager is a TypeORM EntityManager, not a number
+export const notAManager: EmitOptions = { manager: 5 };
+// @ts-expect-error batchSize is a number
+export const badOption: DynamicModule = OutboxModule.forRoot({ client: 'BROKER', publisher: { batchSize: 'x' } });
+export const module: DynamicModule = OutboxModule.forRoot({ client: 'BROKER' });
+export async function emit(outbox: OutboxService): Promise<string> {
+  return outbox.transaction(() => outbox.emit('Typed', { ok: true }, { key: 'k' }));
+}
+`;
+
+describe('nestjs-outbox as a packed package (npm pack), CommonJS and ESM, on SQLite (better-sqlite3)', () => {
+  let work: string;
+  let app: string;
+  let packedFiles: string[];
+
+  beforeAll(async () => {
+    work = mkdtempSync(join(tmpdir(), 'outbox-pkg-'));
+    const pkg = join(work, 'package');
+    mkdirSync(pkg);
+    copyFileSync(join(root, 'package.json'), join(pkg, 'package.json'));
+    copyFileSync(join(root, 'README.md'), join(pkg, 'README.md'));
+    execFileSync(process.execPath, [join(root, 'scripts', 'build.mjs'), join(pkg, 'dist')], { stdio: 'pipe' });
+    const packed = JSON.parse(
+      execFileSync('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], { cwd: pkg, encoding: 'utf8' }),
+    )[0];
+    packedFiles = packed.files.map((f: { path: string }) => f.path);
+
+    app = join(work, 'app');
+    const installed = join(app, 'node_modules', 'nestjs-outbox');
+    mkdirSync(installed, { recursive: true });
+    execFileSync('tar', ['-xzf', join(work, packed.filename), '-C', installed, '--strip-components=1']);
+    for (const entry of readdirSync(join(root, 'node_modules'))) {
+      if (entry.startsWith('.') || entry === 'nestjs-outbox') continue;
+      symlinkSync(join(root, 'node_modules', entry), join(app, 'node_modules', entry));
+    }
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'outbox-smoke-app', private: true }));
+    writeFileSync(join(app, 'app.cjs'), CJS_APP);
+    writeFileSync(join(app, 'app.mjs'), ESM_APP);
+    writeFileSync(join(app, 'types.mts'), TYPES_CHECK);
+    writeFileSync(join(app, 'types.cts'), TYPES_CHECK.replace(', type EmitOptions }', ' }').replace("import { OutboxModule", "import type { EmitOptions } from 'nestjs-outbox';\nimport { OutboxModule"));
+  }, 180_000);
+
+  afterAll(() => {
+    if (work) rmSync(work, { recursive: true, force: true });
+  });
+
+  it('packs both builds with their typings and format markers, and no tests or sources', () => {
+    for (const file of [
+      'package.json',
+      'dist/cjs/index.js',
+      'dist/cjs/index.d.ts',
+      'dist/cjs/package.json',
+      'dist/esm/index.js',
+      'dist/esm/index.d.ts',
+      'dist/esm/package.json',
+    ]) {
+      expect(packedFiles).toContain(file);
+    }
+    expect(packedFiles.filter((f) => f.startsWith('src/') || f.startsWith('test/') || /\.spec\./.test(f))).toEqual([]);
+  });
+
+  it.each([
+    ['a CommonJS app (require)', 'app.cjs', 'cjs'],
+    ['an ES module app (import)', 'app.mjs', 'esm'],
+  ])('%s loads its build and commits transaction + emit, rolls back on throw', async (_label, file, format) => {
+    const dbFile = join(work, `${format}.sqlite`);
+    const { stdout } = await run(process.execPath, [file], { cwd: app, env: { ...process.env, DB_FILE: dbFile } });
+    const result = JSON.parse(stdout.trim().split('\n').pop()!);
+    expect(result.resolved).toContain(`/node_modules/nestjs-outbox/dist/${format}/index.js`);
+    expect(result.failed).toBe('roll back');
+    expect(result.outside).toBe('OutboxNoTransactionError');
+    expect(result.rows).toEqual([{ messageId: result.id, pattern: 'PackageSmoke', payload: { format } }]);
+  });
+
+  it('type-checks a TypeScript consumer against the ESM and the CommonJS typings (moduleResolution nodenext)', async () => {
+    const tsc = require.resolve('typescript/bin/tsc');
+    const args = ['--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--skipLibCheck', '--types', 'node'];
+    await expect(run(process.execPath, [tsc, ...args, 'types.mts', 'types.cts'], { cwd: app })).resolves.toBeDefined();
+  });
+});
