@@ -14,6 +14,7 @@ import { OutboxDatabase } from './outbox/outbox-database';
 import { OutboxMessage } from './outbox/outbox-message.entity';
 import { OutboxService } from './outbox/outbox.service';
 import { OutboxPublisher } from './publisher/outbox-publisher';
+import { OutboxTransactionSourceRegistrar } from './transaction/transaction-source.provider';
 
 /**
  * The outbox: `OutboxService` (transactions + emit), the `OutboxMessage` entity (registered with
@@ -51,6 +52,7 @@ export class OutboxModule extends OutboxConfigurableModule {
         OutboxCleanupRegistry,
         OutboxPublisher,
         OutboxService,
+        OutboxTransactionSourceRegistrar,
       ],
       exports: [OutboxService, OutboxPublisher, OutboxCleanupRegistry, OUTBOX_OPTIONS, OUTBOX_DATA_SOURCE, OutboxDatabase],
     };

@@ -68,7 +68,7 @@ function checkNumber(
  */
 export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): ResolvedOutboxOptions {
   const raw = checkObject('options', input ?? {});
-  checkKnownKeys('', raw, ['client', 'transport', 'publisher', 'retry']);
+  checkKnownKeys('', raw, ['client', 'transport', 'publisher', 'retry', 'transactions']);
   const pub = checkObject('publisher', raw.publisher);
   checkKnownKeys('publisher', pub, Object.keys(DEFAULT_PUBLISHER_OPTIONS));
   const retry = checkObject('retry', raw.retry);
@@ -122,5 +122,21 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
     }
   }
 
-  return { client, transport: transport as ResolvedOutboxOptions['transport'], publisher, retry: retryOptions };
+  const transactions = checkTransactions(raw.transactions);
+
+  return { client, transport: transport as ResolvedOutboxOptions['transport'], publisher, retry: retryOptions, transactions };
+}
+
+function checkTransactions(value: unknown): ResolvedOutboxOptions['transactions'] {
+  if (value === undefined) return 'builtin';
+  if (value === 'builtin' || value === 'cls') return value;
+  const source = value as { current?: unknown; run?: unknown };
+  if (typeof value === 'object' && value !== null && typeof source.current === 'function' && typeof source.run === 'function') {
+    return value as ResolvedOutboxOptions['transactions'];
+  }
+  fail(
+    'transactions',
+    `must be 'builtin', 'cls' or an OutboxTransactionSource (an object with current() and run()), got ${describe(value)}`,
+    "Leave it out for the built-in transactions, or pass 'cls' to join @nestjs-cls/transactional's TransactionHost.",
+  );
 }

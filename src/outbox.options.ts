@@ -1,4 +1,5 @@
 import type { InjectionToken } from '@nestjs/common';
+import type { OutboxTransactionSource } from './transaction/transaction-source';
 
 /** Transports the publisher knows how to stamp with a message id. `auto` picks one from the client's class. */
 export type OutboxTransportName = 'rmq' | 'tcp' | 'nats' | 'mqtt' | 'redis' | 'kafka';
@@ -70,6 +71,14 @@ export interface OutboxModuleOptions {
   publisher?: OutboxPublisherOptions;
   /** Retries of failed publishes; see `OutboxRetryOptions`. */
   retry?: OutboxRetryOptions;
+  /**
+   * Where the ambient transaction that `emit()`, `OutboxService.manager` and `@Idempotent()` join comes from:
+   * `'builtin'` — the library's own (opened by `OutboxService.transaction()`); `'cls'` — the `TransactionHost` of
+   * `@nestjs-cls/transactional` with its TypeORM adapter (`@Transactional()` methods included; the packages are
+   * loaded only then); or an `OutboxTransactionSource` such as `new ClsTransactionSource({ connectionName })`.
+   * @default 'builtin'
+   */
+  transactions?: 'builtin' | 'cls' | OutboxTransactionSource;
 }
 
 /**
@@ -92,6 +101,7 @@ export interface ResolvedOutboxOptions {
   transport: OutboxTransportName | 'auto';
   publisher: Required<OutboxPublisherOptions>;
   retry: Required<OutboxRetryOptions>;
+  transactions: 'builtin' | 'cls' | OutboxTransactionSource;
 }
 
 export const DEFAULT_PUBLISHER_OPTIONS: Readonly<Required<OutboxPublisherOptions>> = Object.freeze({

@@ -100,7 +100,12 @@ describe('nestjs-outbox as a packed package (npm pack), CommonJS and ESM, on SQL
     mkdirSync(pkg);
     copyFileSync(join(root, 'package.json'), join(pkg, 'package.json'));
     copyFileSync(join(root, 'README.md'), join(pkg, 'README.md'));
-    execFileSync(process.execPath, [join(root, 'scripts', 'build.mjs'), join(pkg, 'dist')], { stdio: 'pipe' });
+    try {
+      execFileSync(process.execPath, [join(root, 'scripts', 'build.mjs'), join(pkg, 'dist')], { stdio: 'pipe', encoding: 'utf8' });
+    } catch (error) {
+      const { stdout, stderr } = error as { stdout?: string; stderr?: string };
+      throw new Error(`The build (scripts/build.mjs) failed:\n${stdout ?? ''}${stderr ?? ''}`);
+    }
     const packed = JSON.parse(
       execFileSync('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], { cwd: pkg, encoding: 'utf8' }),
     )[0];

@@ -50,8 +50,8 @@ export class OutboxService {
 
   /** The ambient transaction's EntityManager. Throws `OutboxNoTransactionError` outside a transaction. */
   get manager(): EntityManager {
-    const context = currentTransaction();
-    if (!context || context.dataSource !== this.database.dataSource) {
+    const context = currentTransaction(this.database.dataSource);
+    if (!context) {
       throw new OutboxNoTransactionError(
         'OutboxService.manager was read outside a transaction. Read it inside outbox.transaction(async () => …) ' +
           'or inside a handler guarded by @Idempotent().',
@@ -62,7 +62,7 @@ export class OutboxService {
 
   /** True when called inside a transaction of the outbox's DataSource. */
   get inTransaction(): boolean {
-    return currentTransaction()?.dataSource === this.database.dataSource;
+    return currentTransaction(this.database.dataSource) !== undefined;
   }
 
   /**
@@ -72,10 +72,10 @@ export class OutboxService {
    */
   async emit(pattern: string, payload: unknown, options: EmitOptions = {}): Promise<string> {
     const row = this.toRow(pattern, payload, options);
-    const context = currentTransaction();
+    const context = currentTransaction(this.database.dataSource);
     let manager = options.manager;
     if (!manager) {
-      if (!context || context.dataSource !== this.database.dataSource) {
+      if (!context) {
         throw new OutboxNoTransactionError(
           `emit('${pattern}') was called outside a transaction, so the event could be published for a change that ` +
             'never committed (or lost for one that did). Call it inside outbox.transaction(async (manager) => …), inside a ' +

@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { DataSource, EntityManager } from 'typeorm';
+import { currentFromPluggedSources, transactionSourceOf } from './transaction-source';
 
 /** What the ambient transaction carries: its DataSource, its EntityManager, and work to run after commit. */
 export interface OutboxTransactionContext {
@@ -11,9 +12,18 @@ export interface OutboxTransactionContext {
 
 const storage = new AsyncLocalStorage<OutboxTransactionContext>();
 
-/** The transaction that the current async call chain runs in, if any. */
-export function currentTransaction(): OutboxTransactionContext | undefined {
-  return storage.getStore();
+/**
+ * The transaction that the current async call chain runs in, if any: of `dataSource` when given (asking the
+ * transaction source plugged in for it, e.g. nestjs-cls), else the built-in one or any plugged-in source's.
+ */
+export function currentTransaction(dataSource?: DataSource): OutboxTransactionContext | undefined {
+  if (dataSource) {
+    const source = transactionSourceOf(dataSource);
+    if (source) return source.current(dataSource);
+    const context = storage.getStore();
+    return context?.dataSource === dataSource ? context : undefined;
+  }
+  return storage.getStore() ?? currentFromPluggedSources();
 }
 
 /** Runs `work` with `context` as the ambient transaction. */

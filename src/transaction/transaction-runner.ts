@@ -3,6 +3,7 @@ import type { DataSource, EntityManager } from 'typeorm';
 import type { IsolationLevel } from 'typeorm/driver/types/IsolationLevel';
 import { SerialQueue } from './serial-queue';
 import { currentTransaction, OutboxTransactionContext, runInTransactionContext } from './transaction-context';
+import { transactionSourceOf } from './transaction-source';
 
 /** Options of one transaction. */
 export interface OutboxTransactionOptions {
@@ -38,6 +39,8 @@ export async function runInTransaction<T>(
   work: (manager: EntityManager) => Promise<T>,
   options: OutboxTransactionOptions = {},
 ): Promise<T> {
+  const source = transactionSourceOf(dataSource);
+  if (source) return source.run(dataSource, work, options);
   const outer = currentTransaction();
   if (outer && outer.dataSource === dataSource) return work(outer.manager);
 
@@ -54,6 +57,12 @@ export async function runInTransaction<T>(
   };
 
   const { result, context } = sharesOneConnection(dataSource) ? await queueOf(dataSource).run(open) : await open();
+  runAfterCommit(context);
+  return result;
+}
+
+/** Runs a committed transaction's `afterCommit` callbacks (errors in them are logged, never thrown). */
+export function runAfterCommit(context: OutboxTransactionContext): void {
   for (const callback of context.afterCommit) {
     try {
       callback();
@@ -61,7 +70,11 @@ export async function runInTransaction<T>(
       logger.error(`An after-commit callback failed: ${(error as Error)?.message ?? error}`);
     }
   }
-  return result;
+}
+
+/** Runs `task` in `dataSource`'s turn when its connections are really one (SQLite), else at once. */
+export function takeTurn<T>(dataSource: DataSource, task: () => Promise<T>): Promise<T> {
+  return sharesOneConnection(dataSource) ? queueOf(dataSource).run(task) : task();
 }
 
 /**

@@ -1,0 +1,175 @@
+import { Injectable, INestApplication } from '@nestjs/common';
+import { getDataSourceToken } from '@nestjs/typeorm';
+import { ClsPluginTransactional, Transactional, TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { ClsModule } from 'nestjs-cls';
+import { DataSource } from 'typeorm';
+import { OutboxConfigurationError, OutboxMessage, OutboxNoTransactionError, OutboxService } from '../src';
+import { createOutboxTestingModule } from './fixtures/outbox-app';
+import { TestOrder } from './fixtures/order.entity';
+import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
+import { describeWith } from './helpers/services';
+
+/** An app service that manages its transactions with @nestjs-cls/transactional only. */
+@Injectable()
+class OrdersService {
+  constructor(
+    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
+    private readonly outbox: OutboxService,
+  ) {}
+
+  @Transactional()
+  async place(reference: string, fail = false): Promise<string> {
+    const order = await this.txHost.tx.save(TestOrder, { reference, amount: 10 });
+    const id = await this.outbox.emit('OrderPlaced', { orderId: order.id });
+    if (fail) throw new Error('payment declined');
+    return id;
+  }
+
+  /** Calls a @Transactional() method from inside another: both share one transaction. */
+  @Transactional()
+  async placeTwiceThenFail(): Promise<void> {
+    await this.place('T-1');
+    await this.place('T-2');
+    throw new Error('second thoughts');
+  }
+}
+
+const clsImports = [
+  ClsModule.forRoot({
+    global: true,
+    plugins: [new ClsPluginTransactional({ adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }) })],
+  }),
+];
+
+const kinds: DatabaseKind[] = ['sqlite', 'postgres'];
+
+for (const kind of kinds) {
+  describeWith(servicesOf(kind), `transactions: 'cls' (@nestjs-cls/transactional + TypeORM adapter) on ${DATABASE_LABEL[kind]}`, () => {
+    let db: TestDatabase;
+    let app: INestApplication;
+    let outbox: OutboxService;
+    let orders: OrdersService;
+    let txHost: TransactionHost<TransactionalAdapterTypeOrm>;
+    let ds: DataSource;
+
+    beforeAll(async () => {
+      db = await createTestDatabase(kind);
+      const moduleRef = await createOutboxTestingModule({
+        db,
+        imports: clsImports,
+        providers: [OrdersService],
+        outbox: { transactions: 'cls', publisher: { enabled: false } },
+      });
+      app = moduleRef.createNestApplication();
+      await app.init();
+      outbox = app.get(OutboxService);
+      orders = app.get(OrdersService);
+      txHost = app.get(TransactionHost);
+      ds = app.get(DataSource);
+    });
+
+    afterAll(async () => {
+      await app?.close();
+      await db?.drop();
+    });
+
+    beforeEach(async () => {
+      await ds.getRepository(OutboxMessage).clear();
+      await ds.getRepository(TestOrder).clear();
+    });
+
+    const counts = async () => ({
+      orders: await ds.getRepository(TestOrder).count(),
+      events: await ds.getRepository(OutboxMessage).count(),
+    });
+
+    it('emit() inside a @Transactional() method commits with the business row', async () => {
+      const id = await orders.place('A-1');
+      expect(await counts()).toEqual({ orders: 1, events: 1 });
+      expect((await ds.getRepository(OutboxMessage).findOneByOrFail({ messageId: id })).pattern).toBe('OrderPlaced');
+    });
+
+    it('a @Transactional() method that throws after emit() rolls back the row and the event', async () => {
+      await expect(orders.place('A-2', true)).rejects.toThrow('payment declined');
+      expect(await counts()).toEqual({ orders: 0, events: 0 });
+    });
+
+    it('nested @Transactional() methods share one transaction: an outer throw rolls back every emit()', async () => {
+      await expect(orders.placeTwiceThenFail()).rejects.toThrow('second thoughts');
+      expect(await counts()).toEqual({ orders: 0, events: 0 });
+    });
+
+    it('outbox.manager is TransactionHost.tx inside txHost.withTransaction(), and a rollback drops the event', async () => {
+      await expect(
+        txHost.withTransaction(async () => {
+          expect(outbox.inTransaction).toBe(true);
+          expect(outbox.manager).toBe(txHost.tx);
+          await outbox.manager.save(TestOrder, { reference: 'A-3', amount: 1 });
+          await outbox.emit('OrderPlaced', {});
+          throw new Error('abort');
+        }),
+      ).rejects.toThrow('abort');
+      expect(await counts()).toEqual({ orders: 0, events: 0 });
+    });
+
+    it('outbox.transaction() opens a TransactionHost transaction that @Transactional() methods join', async () => {
+      await expect(
+        outbox.transaction(async (manager) => {
+          expect(txHost.isTransactionActive()).toBe(true);
+          expect(manager).toBe(txHost.tx);
+          await orders.place('A-4');
+          await outbox.emit('AlsoHere', {});
+          throw new Error('undo all');
+        }),
+      ).rejects.toThrow('undo all');
+      expect(await counts()).toEqual({ orders: 0, events: 0 });
+
+      await outbox.transaction(async () => {
+        await orders.place('A-5');
+        await outbox.emit('AlsoHere', {});
+      });
+      expect(await counts()).toEqual({ orders: 1, events: 2 });
+    });
+
+    it('emit() and manager outside any transaction still throw OutboxNoTransactionError', async () => {
+      await expect(outbox.emit('OrderPlaced', {})).rejects.toBeInstanceOf(OutboxNoTransactionError);
+      expect(() => outbox.manager).toThrow(OutboxNoTransactionError);
+      await txHost.withoutTransaction(async () => {
+        await expect(outbox.emit('OrderPlaced', {})).rejects.toBeInstanceOf(OutboxNoTransactionError);
+      });
+      expect(await counts()).toEqual({ orders: 0, events: 0 });
+    });
+  });
+}
+
+describe("transactions option validation (SQLite (better-sqlite3))", () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase('sqlite');
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  it("'cls' without ClsPluginTransactional fails at startup naming the fix", async () => {
+    const moduleRef = await createOutboxTestingModule({ db, outbox: { transactions: 'cls', publisher: { enabled: false } } });
+    const app = moduleRef.createNestApplication();
+    try {
+      await expect(app.init()).rejects.toThrow(OutboxConfigurationError);
+    } finally {
+      await app.close().catch(() => undefined);
+    }
+  });
+
+  it.each([['a misspelled name', 'nestjs-cls'], ['an object without current()/run()', {}]])(
+    '%s → OutboxConfigurationError naming `transactions`',
+    async (_label, value) => {
+      await expect(
+        createOutboxTestingModule({ db, outbox: { transactions: value as 'cls', publisher: { enabled: false } } }).then((m) =>
+          m.createNestApplication().init(),
+        ),
+      ).rejects.toThrow(/option `transactions` must be 'builtin', 'cls' or an OutboxTransactionSource/);
+    },
+  );
+});
