@@ -1,6 +1,8 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { OutboxCleanupRegistry } from './cleanup/outbox-cleanup.registry';
+import { IdempotencyRecord } from './idempotency/idempotency-record.entity';
+import { IdempotencyService } from './idempotency/idempotency.service';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from './outbox.constants';
 import {
   OUTBOX_ASYNC_OPTIONS_TYPE,
@@ -39,7 +41,7 @@ export class OutboxModule extends OutboxConfigurableModule {
     const { dataSourceName, ...module } = definition;
     return {
       ...module,
-      imports: [...(module.imports ?? []), TypeOrmModule.forFeature([OutboxMessage], dataSourceName)],
+      imports: [...(module.imports ?? []), TypeOrmModule.forFeature([OutboxMessage, IdempotencyRecord], dataSourceName)],
       providers: [
         ...(module.providers ?? []),
         {
@@ -52,9 +54,10 @@ export class OutboxModule extends OutboxConfigurableModule {
         OutboxCleanupRegistry,
         OutboxPublisher,
         OutboxService,
+        IdempotencyService,
         OutboxTransactionSourceRegistrar,
       ],
-      exports: [OutboxService, OutboxPublisher, OutboxCleanupRegistry, OUTBOX_OPTIONS, OUTBOX_DATA_SOURCE, OutboxDatabase],
+      exports: [OutboxService, IdempotencyService, OutboxPublisher, OutboxCleanupRegistry, OUTBOX_OPTIONS, OUTBOX_DATA_SOURCE, OutboxDatabase],
     };
   }
 }

@@ -1,4 +1,5 @@
 import { OutboxConfigurationError } from './errors';
+import { resolveIdempotencyDefaults } from './idempotency/idempotency.options-validation';
 import {
   DEFAULT_PUBLISHER_OPTIONS,
   DEFAULT_RETRY_OPTIONS,
@@ -68,7 +69,7 @@ function checkNumber(
  */
 export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): ResolvedOutboxOptions {
   const raw = checkObject('options', input ?? {});
-  checkKnownKeys('', raw, ['client', 'transport', 'publisher', 'retry', 'transactions']);
+  checkKnownKeys('', raw, ['client', 'transport', 'publisher', 'retry', 'idempotency', 'transactions']);
   const pub = checkObject('publisher', raw.publisher);
   checkKnownKeys('publisher', pub, Object.keys(DEFAULT_PUBLISHER_OPTIONS));
   const retry = checkObject('retry', raw.retry);
@@ -124,7 +125,7 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
 
   const transactions = checkTransactions(raw.transactions);
 
-  return { client, transport: transport as ResolvedOutboxOptions['transport'], publisher, retry: retryOptions, transactions };
+  return { client, transport: transport as ResolvedOutboxOptions['transport'], publisher, retry: retryOptions, idempotency: resolveIdempotencyDefaults(raw.idempotency), transactions };
 }
 
 function checkTransactions(value: unknown): ResolvedOutboxOptions['transactions'] {

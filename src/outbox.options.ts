@@ -1,4 +1,5 @@
 import type { InjectionToken } from '@nestjs/common';
+import type { IdempotencyDefaults, ResolvedIdempotencyDefaults } from './idempotency/idempotency.options';
 import type { OutboxTransactionSource } from './transaction/transaction-source';
 
 /** Transports the publisher knows how to stamp with a message id. `auto` picks one from the client's class. */
@@ -71,6 +72,8 @@ export interface OutboxModuleOptions {
   publisher?: OutboxPublisherOptions;
   /** Retries of failed publishes; see `OutboxRetryOptions`. */
   retry?: OutboxRetryOptions;
+  /** Module-wide defaults of `@Idempotent()` (header, required, ttl, …); see `IdempotencyDefaults`. */
+  idempotency?: IdempotencyDefaults;
   /**
    * Where the ambient transaction that `emit()`, `OutboxService.manager` and `@Idempotent()` join comes from:
    * `'builtin'` — the library's own (opened by `OutboxService.transaction()`); `'cls'` — the `TransactionHost` of
@@ -101,6 +104,7 @@ export interface ResolvedOutboxOptions {
   transport: OutboxTransportName | 'auto';
   publisher: Required<OutboxPublisherOptions>;
   retry: Required<OutboxRetryOptions>;
+  idempotency: ResolvedIdempotencyDefaults;
   transactions: 'builtin' | 'cls' | OutboxTransactionSource;
 }
 

@@ -1,0 +1,160 @@
+import type { PoolClient } from 'pg';
+import type { QueryRunner } from 'typeorm';
+import type { SqlOutboxDialect } from './sql-dialect.base';
+import { runOnConnection } from '../transaction/transaction-runner';
+import {
+  attemptContext,
+  IdempotencyAttempt,
+  IdempotencyBegin,
+  IdempotencyStore,
+  IdempotencyStoreConfig,
+  isKeyViolation,
+  lockDigest,
+  NewIdempotencyRecord,
+  RECORD_COLUMNS,
+  runAfterCommit,
+  StoredIdempotencyRecord,
+  toStored,
+} from '../idempotency/idempotency-store';
+
+/**
+ * PostgreSQL, with as few round trips as the guarantees allow (each costs more CPU than the statements in it):
+ *
+ * 1. `BEGIN; SELECT pg_try_advisory_xact_lock(id); SELECT <record>` — one round trip. The transaction-scoped
+ *    advisory lock on a hash of (table, scope, key) never waits: a concurrent duplicate learns at once that the key
+ *    is in flight (409) instead of blocking on the uncommitted unique key. The record is read by its own statement,
+ *    after the lock, so under READ COMMITTED a winner that just committed (and released the lock) is seen.
+ * 2. The handler's statements, in this transaction.
+ * 3. `INSERT <record>; COMMIT` — one round trip. The unique constraint on (scope, key) stays the final arbiter: if
+ *    it fires (a snapshot older than the winner's commit, e.g. under REPEATABLE READ) everything rolls back and the
+ *    caller replays the winner's record.
+ *
+ * Statements sent together go through the driver's simple-query protocol, which takes no bound parameters: every
+ * literal goes through the `pg` client's own `escapeLiteral` (never concatenated raw), the lock id is a decimal
+ * integer and the rest is fixed SQL. Advisory locks are per database and transaction-scoped, so they work behind
+ * transaction-pooling proxies.
+ */
+export class PostgresIdempotencyStore implements IdempotencyStore {
+  private readonly dialect: SqlOutboxDialect;
+  private readonly table: string;
+  private readonly q: (c: string) => string;
+
+  constructor(private readonly config: IdempotencyStoreConfig) {
+    this.dialect = config.dialect as unknown as SqlOutboxDialect;
+    this.table = this.dialect.quoteTable(config.table);
+    this.q = (c) => this.dialect.quote(c);
+  }
+
+  async begin(scope: string, key: string): Promise<IdempotencyBegin> {
+    const runner = this.config.dataSource.createQueryRunner();
+    const client = (await runner.connect()) as PoolClient;
+    const lockId = lockDigest('', this.config.table, scope, key).readBigInt64BE(0).toString();
+    const where = this.where(client, scope, key);
+    let results: Array<{ rows: any[] }>;
+    try {
+      results = (await client.query(
+        `BEGIN; SELECT pg_try_advisory_xact_lock(${lockId}) AS locked; ${this.selectSql(where)}`,
+      )) as unknown as Array<{ rows: any[] }>;
+    } catch (error) {
+      await this.end(runner, client, 'ROLLBACK').catch(() => undefined);
+      throw error;
+    }
+    const locked = results[1]?.rows[0]?.locked === true;
+    const { record, expired } = toStored(results[2]?.rows[0]);
+    if (record || !locked) {
+      await this.end(runner, client, 'ROLLBACK');
+      return record ? { kind: 'stored', record } : { kind: 'in-flight' };
+    }
+    // Tell TypeORM that its runner is inside a transaction, so the handler's saves join it (nested
+    // transactions become savepoints) instead of opening their own.
+    const state = runner as unknown as { isTransactionActive: boolean; transactionDepth: number };
+    state.isTransactionActive = true;
+    state.transactionDepth = 1;
+    return { kind: 'acquired', attempt: this.attempt(runner, client, scope, key, where, expired) };
+  }
+
+  async read(scope: string, key: string): Promise<StoredIdempotencyRecord | undefined> {
+    return runOnConnection(this.config.dataSource, async (manager) => {
+      const q = this.q;
+      const { records } = await this.dialect.execute(
+        manager,
+        `SELECT ${RECORD_COLUMNS.map(q).join(', ')}, ${q('expires_at')} <= ${this.dialect.nowMs} AS ${q('expired')} FROM ${this.table} WHERE ${q('scope')} = $1 AND ${q('idempotency_key')} = $2`,
+        [scope, key],
+      );
+      return toStored(records[0]).record;
+    });
+  }
+
+  async deleteExpired(limit: number): Promise<number> {
+    const q = this.q;
+    const { affected } = await this.dialect.execute(
+      this.config.dataSource.manager,
+      `DELETE FROM ${this.table} WHERE ${q('id')} IN (SELECT ${q('id')} FROM ${this.table} WHERE ${q('expires_at')} <= ${this.dialect.nowMs} ORDER BY ${q('expires_at')} LIMIT ${Math.max(1, Math.floor(limit))})`,
+    );
+    return affected;
+  }
+
+  private where(client: PoolClient, scope: string, key: string): string {
+    return `${this.q('scope')} = ${client.escapeLiteral(scope)} AND ${this.q('idempotency_key')} = ${client.escapeLiteral(key)}`;
+  }
+
+  private selectSql(where: string): string {
+    const q = this.q;
+    return `SELECT ${RECORD_COLUMNS.map(q).join(', ')}, ${q('expires_at')} <= ${this.dialect.nowMs} AS ${q('expired')} FROM ${this.table} WHERE ${where}`;
+  }
+
+  /** Sends the last statements of the transaction, resets TypeORM's view of the runner and releases it. */
+  private async end(runner: QueryRunner, client: PoolClient, sql: string): Promise<void> {
+    const state = runner as unknown as { isTransactionActive: boolean; transactionDepth: number };
+    try {
+      await client.query(sql);
+    } finally {
+      state.isTransactionActive = false;
+      state.transactionDepth = 0;
+      await runner.release();
+    }
+  }
+
+  private attempt(runner: QueryRunner, client: PoolClient, scope: string, key: string, where: string, expired: boolean): IdempotencyAttempt {
+    const context = attemptContext(this.config.dataSource, runner.manager);
+    const lit = (value: string | null) => (value === null ? 'NULL' : client.escapeLiteral(value));
+    const q = this.q;
+    const rollback = async () => {
+      // A failed statement leaves the transaction aborted; ROLLBACK ends it either way.
+      await this.end(runner, client, 'ROLLBACK');
+    };
+    const commitWith = async (sql: string) => {
+      try {
+        await client.query(sql);
+      } catch (error) {
+        await rollback().catch(() => undefined);
+        throw error;
+      }
+      const state = runner as unknown as { isTransactionActive: boolean; transactionDepth: number };
+      state.isTransactionActive = false;
+      state.transactionDepth = 0;
+      await runner.release();
+      runAfterCommit(context);
+    };
+    return {
+      context,
+      commit: async (record: NewIdempotencyRecord) => {
+        const now = this.dialect.nowMs;
+        const status = record.status === null ? 'NULL' : String(Math.floor(record.status));
+        const sql =
+          (expired ? `DELETE FROM ${this.table} WHERE ${where}; ` : '') +
+          `INSERT INTO ${this.table} (${q('scope')}, ${q('idempotency_key')}, ${q('fingerprint')}, ${q('response_status')}, ${q('response_body')}, ${q('response_headers')}, ${q('created_at')}, ${q('expires_at')}) ` +
+          `VALUES (${lit(scope)}, ${lit(key)}, ${lit(record.fingerprint)}, ${status}, ${lit(record.body)}, ${lit(record.headers)}, ${now}, ${now} + ${Math.floor(record.ttl)}); COMMIT`;
+        try {
+          await commitWith(sql);
+        } catch (error) {
+          if (isKeyViolation(this.config, error)) return false;
+          throw error;
+        }
+        return true;
+      },
+      commitWithoutRecord: () => commitWith('COMMIT'),
+      rollback,
+    };
+  }
+}

@@ -1,0 +1,125 @@
+import { createHash } from 'node:crypto';
+import { Logger } from '@nestjs/common';
+import type { DataSource, EntityManager } from 'typeorm';
+import type { OutboxDialect } from '../dialects/outbox-dialect';
+import type { SqlOutboxDialect } from '../dialects/sql-dialect.base';
+import type { OutboxTransactionContext } from '../transaction/transaction-context';
+import { IDEMPOTENCY_UNIQUE_CONSTRAINT } from './idempotency-record.entity';
+
+/** A completed record as read back for a replay. */
+export interface StoredIdempotencyRecord {
+  fingerprint: string;
+  status: number | null;
+  /** JSON text of the response, or null when there was none. */
+  body: string | null;
+  /** JSON text of the replayed headers, or null. */
+  headers: string | null;
+}
+
+/** What the winner writes, together with its commit. */
+export interface NewIdempotencyRecord {
+  fingerprint: string;
+  status: number | null;
+  body: string | null;
+  headers: string | null;
+  /** Milliseconds until the record expires (on the database clock). */
+  ttl: number;
+}
+
+/**
+ * The transaction of the request that won the key: the handler runs with `context` ambient (so
+ * `OutboxService.manager`, `transaction()` and `emit()` join it); then exactly one of `commit()` / `rollback()`.
+ */
+export interface IdempotencyAttempt {
+  readonly context: OutboxTransactionContext;
+  /**
+   * Writes the record and commits, then runs the after-commit callbacks. Resolves false (everything rolled back)
+   * when the unique constraint shows that another request committed the same key first.
+   */
+  commit(record: NewIdempotencyRecord): Promise<boolean>;
+  /** Commits the handler's effect without a record (a response that cannot be replayed). */
+  commitWithoutRecord(): Promise<void>;
+  /** Rolls everything back, the key included. */
+  rollback(): Promise<void>;
+}
+
+/** Outcome of trying to take a key. */
+export type IdempotencyBegin =
+  | { kind: 'stored'; record: StoredIdempotencyRecord }
+  | { kind: 'in-flight' }
+  | { kind: 'acquired'; attempt: IdempotencyAttempt };
+
+/**
+ * Everything about idempotency records that depends on the database. One implementation per database, in
+ * `src/dialects/<db>.idempotency.ts`.
+ *
+ * `begin()` answers without waiting for another transaction: it tries a non-blocking lock on (scope, key) and reads
+ * the committed record. A live record wins (replay or 422); else a lock held elsewhere means "in flight" (409);
+ * else the caller owns the key until commit or rollback.
+ */
+export interface IdempotencyStore {
+  begin(scope: string, key: string): Promise<IdempotencyBegin>;
+  /** Reads the committed record in a fresh transaction (after losing the race at commit). */
+  read(scope: string, key: string): Promise<StoredIdempotencyRecord | undefined>;
+  /** Deletes up to `limit` expired records in one short statement; resolves with the number deleted. */
+  deleteExpired(limit: number): Promise<number>;
+}
+
+/** What every store is built from. */
+export interface IdempotencyStoreConfig {
+  dataSource: DataSource;
+  dialect: OutboxDialect;
+  /** Table path, unquoted. */
+  table: string;
+}
+
+const logger = new Logger('Idempotency');
+
+/** Runs after-commit callbacks the way the transaction runner does: errors are logged, never thrown. */
+export function runAfterCommit(context: OutboxTransactionContext): void {
+  for (const callback of context.afterCommit) {
+    try {
+      callback();
+    } catch (error) {
+      logger.error(`An after-commit callback failed: ${(error as Error)?.message ?? error}`);
+    }
+  }
+}
+
+/** A 64-bit lock id, or a short lock name, for (database, table, scope, key): the same in every process. */
+export function lockDigest(database: string, table: string, scope: string, key: string): Buffer {
+  return createHash('sha256').update(`${database}\u0000${table}\u0000${scope}\u0000${key}`).digest();
+}
+
+/** Columns read back for a replay, in this order. */
+export const RECORD_COLUMNS = ['fingerprint', 'response_status', 'response_body', 'response_headers'] as const;
+
+/** Maps a record row (snake_case columns, plus `expired`) to a stored record, or undefined when absent/expired. */
+export function toStored(row: any): { record?: StoredIdempotencyRecord; expired: boolean } {
+  if (!row) return { expired: false };
+  const expired = row.expired === true || Number(row.expired) === 1;
+  if (expired) return { expired: true };
+  return {
+    expired: false,
+    record: {
+      fingerprint: row.fingerprint,
+      status: row.response_status === null || row.response_status === undefined ? null : Number(row.response_status),
+      body: row.response_body ?? null,
+      headers: row.response_headers ?? null,
+    },
+  };
+}
+
+/** True when `error` is a violation of the records' (scope, key) constraint, not of one of the handler's tables. */
+export function isKeyViolation(config: IdempotencyStoreConfig, error: unknown): boolean {
+  return (config.dialect as unknown as SqlOutboxDialect).isUniqueViolation(error, {
+    name: IDEMPOTENCY_UNIQUE_CONSTRAINT,
+    table: config.table,
+    columns: ['scope', 'idempotency_key'],
+  });
+}
+
+/** `manager` of an attempt's context (kept here so stores build contexts the same way). */
+export function attemptContext(dataSource: DataSource, manager: EntityManager): OutboxTransactionContext {
+  return { dataSource, manager, afterCommit: [] };
+}

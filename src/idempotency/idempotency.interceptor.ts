@@ -1,0 +1,401 @@
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import {
+  CallHandler,
+  ExecutionContext,
+  HttpStatus,
+  Injectable,
+  Logger,
+  NestInterceptor,
+  StreamableFile,
+} from '@nestjs/common';
+import { HTTP_CODE_METADATA } from '@nestjs/common/constants';
+import { Reflector } from '@nestjs/core';
+import { RmqContext, RpcException } from '@nestjs/microservices';
+import { PATTERN_HANDLER_METADATA } from '@nestjs/microservices/constants';
+import { lastValueFrom, Observable, of } from 'rxjs';
+import { runInTransactionContext } from '../transaction/transaction-context';
+import { getOutboxMessageId } from '../transports/message-id';
+import { fingerprintOf } from './fingerprint';
+import { rememberIdempotencyKey } from './idempotency-key.decorator';
+import type { IdempotencyAttempt, StoredIdempotencyRecord } from './idempotency-store';
+import { IDEMPOTENT_OPTIONS } from './idempotency.constants';
+import { IdempotencyService } from './idempotency.service';
+import {
+  IDEMPOTENT_REPLAYED_HEADER,
+  IdempotentOptions,
+  MAX_IDEMPOTENCY_KEY_LENGTH,
+  ResolvedIdempotencyDefaults,
+} from './idempotency.options';
+import { resolveIdempotencyDefaults } from './idempotency.options-validation';
+import {
+  IdempotencyProblemException,
+  inFlightProblem,
+  invalidKeyProblem,
+  missingKeyProblem,
+  reusedKeyProblem,
+} from './idempotency.problems';
+
+/** The options of one handler: module defaults ← class ← method. */
+export type ResolvedIdempotentOptions = ResolvedIdempotencyDefaults &
+  Pick<IdempotentOptions, 'scope' | 'key' | 'fingerprint'> & {
+    /** Lower-case header name. */
+    headerKey: string;
+    /** 'Controller.method', the default scope of message handlers. */
+    consumer: string;
+  };
+
+/** The response that is stored and replayed. */
+export interface StoredResponse {
+  status: number | null;
+  /** JSON text, or null for "no body". */
+  body: string | null;
+  /** JSON text of the replayed headers, or null. */
+  headers: string | null;
+}
+
+/** What identifies one idempotent call. */
+export interface IdempotentCall {
+  scope: string;
+  key: string;
+  fingerprint: string;
+  options: ResolvedIdempotentOptions;
+}
+
+let classTransformer: { instanceToPlain(value: unknown): unknown } | null | undefined;
+
+/**
+ * The interceptor behind `@Idempotent()`. Every step is `protected`: extend the class, override a step
+ * (`scopeOf`, `fingerprintHttp`, `toStoredResponse`, `replay`, `skipDuplicate`, …) and apply it with
+ * `applyDecorators(SetMetadata(IDEMPOTENT_OPTIONS, options), UseInterceptors(MyInterceptor))`.
+ */
+@Injectable()
+export class IdempotencyInterceptor implements NestInterceptor {
+  protected readonly logger = new Logger('Idempotency');
+  private readonly resolved = new WeakMap<Function, ResolvedIdempotentOptions>();
+  private readonly warned = new Set<string>();
+
+  constructor(
+    protected readonly reflector: Reflector,
+    protected readonly idempotency: IdempotencyService,
+  ) {}
+
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> | Promise<Observable<unknown>> {
+    const type = context.getType();
+    if (type === 'http') return this.interceptHttp(context, next);
+    if (type === 'rpc') return this.interceptRpc(context, next);
+    return next.handle();
+  }
+
+  // ---------------------------------------------------------------------------------------------------- HTTP
+
+  protected async interceptHttp(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+    const options = this.optionsOf(context);
+    const request = context.switchToHttp().getRequest();
+    const key = this.readHttpKey(context, request, options);
+    if (key === undefined) {
+      if (options.required) throw this.reject(context, missingKeyProblem(options.header));
+      return next.handle();
+    }
+    this.checkHttpKey(context, key, options);
+    const call: IdempotentCall = {
+      key,
+      scope: this.boundedText(await this.scopeOf(context, options, '')),
+      fingerprint: this.fingerprintHttp(context, request, options),
+      options,
+    };
+    rememberIdempotencyKey(context, key);
+    const begun = await this.idempotency.store.begin(call.scope, call.key);
+    if (begun.kind === 'stored') return this.answerStoredHttp(context, begun.record, call);
+    if (begun.kind === 'in-flight') throw this.reject(context, inFlightProblem(options.header, options.retryAfter), options.retryAfter);
+    return this.runFirstHttp(context, next, begun.attempt, call);
+  }
+
+  /** The key from the header (or the custom extractor); undefined when absent. */
+  protected readHttpKey(context: ExecutionContext, request: any, options: ResolvedIdempotentOptions): string | undefined {
+    const raw = options.key ? options.key(request, context) : request.headers?.[options.headerKey];
+    if (raw === undefined || raw === null) return undefined;
+    return Array.isArray(raw) ? raw.join(', ') : String(raw);
+  }
+
+  /** 400 for an empty key or one over 255 characters. */
+  protected checkHttpKey(context: ExecutionContext, key: string, options: ResolvedIdempotentOptions): void {
+    if (key.trim().length === 0 || key.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
+      throw this.reject(context, invalidKeyProblem(options.header, MAX_IDEMPOTENCY_KEY_LENGTH, key.length));
+    }
+  }
+
+  /** Default fingerprint: method, path, query and body (key-order independent). */
+  protected fingerprintHttp(context: ExecutionContext, request: any, options: ResolvedIdempotentOptions): string {
+    if (options.fingerprint) return fingerprintOf(options.fingerprint(request, context));
+    const url: string = request.originalUrl ?? request.url ?? '';
+    const query = url.indexOf('?');
+    return fingerprintOf(request.method, query === -1 ? url : url.slice(0, query), request.query ?? null, request.body ?? null);
+  }
+
+  /** A completed record: replay it, or 422 when it was written for a different request. */
+  protected answerStoredHttp(context: ExecutionContext, record: StoredIdempotencyRecord, call: IdempotentCall): Observable<unknown> {
+    if (record.fingerprint !== call.fingerprint) throw this.reject(context, reusedKeyProblem(call.options.header));
+    return this.replay(context, record);
+  }
+
+  /** Sends the stored response again, marked `Idempotent-Replayed: true`. The handler does not run. */
+  protected replay(context: ExecutionContext, record: StoredIdempotencyRecord): Observable<unknown> {
+    const response = context.switchToHttp().getResponse();
+    setHeader(response, IDEMPOTENT_REPLAYED_HEADER, 'true');
+    if (record.headers) {
+      for (const [name, value] of Object.entries(JSON.parse(record.headers) as Record<string, string | string[]>)) {
+        setHeader(response, name, value);
+      }
+    }
+    if (record.status !== null && typeof response.status === 'function') response.status(record.status);
+    return of(record.body === null ? undefined : JSON.parse(record.body));
+  }
+
+  /** The winner: runs the handler in the transaction, stores what the client receives, commits. */
+  protected async runFirstHttp(context: ExecutionContext, next: CallHandler, attempt: IdempotencyAttempt, call: IdempotentCall): Promise<Observable<unknown>> {
+    let value: unknown;
+    let stored: StoredResponse | undefined;
+    try {
+      value = await this.runHandler(next, attempt);
+      stored = this.toStoredResponse(context, value, call.options);
+    } catch (error) {
+      await attempt.rollback();
+      throw error;
+    }
+    if (!stored) {
+      this.warnOnce(call.options.consumer, `${call.options.consumer} returned a stream, which cannot be stored or replayed: its effect was committed without an idempotency record, so a retry runs it again. Return a JSON body from idempotent handlers.`);
+      await attempt.commitWithoutRecord();
+      return of(value);
+    }
+    if (await attempt.commit({ fingerprint: call.fingerprint, ttl: call.options.ttl, ...stored })) return of(value);
+    return this.afterLostRace(call, (record) => this.answerStoredHttp(context, record, call), () => {
+      throw this.reject(context, inFlightProblem(call.options.header, call.options.retryAfter), call.options.retryAfter);
+    });
+  }
+
+  /**
+   * The serialized response: what the client receives (class instances go through class-transformer's
+   * `instanceToPlain`, as `ClassSerializerInterceptor` would, so `@Exclude()`d fields are never stored), the
+   * route's status code and the `replayHeaders` already set. Undefined for a stream (not replayable).
+   */
+  protected toStoredResponse(context: ExecutionContext, value: unknown, options: ResolvedIdempotentOptions): StoredResponse | undefined {
+    if (value instanceof StreamableFile || value instanceof Readable || Buffer.isBuffer(value)) return undefined;
+    const response = context.switchToHttp().getResponse();
+    const request = context.switchToHttp().getRequest();
+    const status =
+      this.reflector.get<number | undefined>(HTTP_CODE_METADATA, context.getHandler()) ??
+      (request.method === 'POST' ? HttpStatus.CREATED : HttpStatus.OK);
+    let headers: Record<string, unknown> | null = null;
+    for (const name of options.replayHeaders) {
+      const header = getHeader(response, name);
+      if (header !== undefined) (headers ??= {})[name] = header;
+    }
+    return { status, body: serializeBody(value), headers: headers ? JSON.stringify(headers) : null };
+  }
+
+  /** Sets the problem+json content type (and `Retry-After`) on the response and returns the exception to throw. */
+  protected reject(context: ExecutionContext, problem: IdempotencyProblemException, retryAfter?: number): IdempotencyProblemException {
+    const response = context.switchToHttp().getResponse();
+    setHeader(response, 'Content-Type', 'application/problem+json');
+    if (retryAfter !== undefined) setHeader(response, 'Retry-After', String(retryAfter));
+    return problem;
+  }
+
+  // ---------------------------------------------------------------------------------------------------- messages
+
+  protected async interceptRpc(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+    const options = this.optionsOf(context);
+    const data = context.switchToRpc().getData();
+    const key = options.key ? options.key(data, context) : getOutboxMessageId(context);
+    if (typeof key !== 'string' || key.length === 0) {
+      this.warnOnce(
+        options.consumer,
+        `${options.consumer} received a message without an id, so it ran without deduplication. Messages from this library's outbox carry one ` +
+          '(TCP/Redis consumers need OutboxEnvelopeDeserializer); for other producers pass @Idempotent({ key: (data, context) => … }).',
+      );
+      return next.handle();
+    }
+    const call: IdempotentCall = {
+      key: this.boundedText(key),
+      scope: this.boundedText(await this.scopeOf(context, options, options.consumer)),
+      fingerprint: fingerprintOf(options.fingerprint ? options.fingerprint(data, context) : data),
+      options,
+    };
+    rememberIdempotencyKey(context, key);
+    const begun = await this.idempotency.store.begin(call.scope, call.key);
+    if (begun.kind === 'stored') return this.skipDuplicate(context, begun.record, call);
+    if (begun.kind === 'in-flight') return this.deferInFlight(context, call);
+    return this.runFirstRpc(context, next, begun.attempt, call);
+  }
+
+  /** The first delivery: runs the handler in the transaction with the record; settles the message after commit. */
+  protected async runFirstRpc(context: ExecutionContext, next: CallHandler, attempt: IdempotencyAttempt, call: IdempotentCall): Promise<Observable<unknown>> {
+    let value: unknown;
+    let body: string | null;
+    try {
+      value = await this.runHandler(next, attempt);
+      body = serializeBody(value);
+    } catch (error) {
+      await attempt.rollback();
+      this.settle(context, call.options, 'requeue');
+      throw error;
+    }
+    if (await attempt.commit({ fingerprint: call.fingerprint, ttl: call.options.ttl, status: null, body, headers: null })) {
+      this.settle(context, call.options, 'ack');
+      return of(value);
+    }
+    return this.afterLostRace(call, (record) => this.skipDuplicate(context, record, call), () => this.deferInFlight(context, call));
+  }
+
+  /** A redelivery of a handled message: the handler does not run; a `@MessagePattern` gets the stored response. */
+  protected skipDuplicate(context: ExecutionContext, record: StoredIdempotencyRecord, call: IdempotentCall): Observable<unknown> {
+    if (record.fingerprint !== call.fingerprint) {
+      this.logger.warn(`${call.scope}: message ${call.key} was already handled with different data; the new data is ignored (the message id decides).`);
+    } else {
+      this.logger.debug(`${call.scope}: skipped message ${call.key}, already handled.`);
+    }
+    this.settle(context, call.options, 'ack');
+    return of(record.body === null ? undefined : JSON.parse(record.body));
+  }
+
+  /**
+   * The same message is being handled right now (a redelivery racing the first delivery). The first one will
+   * commit or roll back; this one is requeued after `retryAfter` seconds (manual-ack RabbitMQ), refused
+   * (`@MessagePattern`, so the caller can retry) or skipped with a warning.
+   */
+  protected deferInFlight(context: ExecutionContext, call: IdempotentCall): Observable<unknown> {
+    if (this.isMessagePattern(context)) {
+      throw new RpcException({ status: 'error', code: 'idempotency-key-in-use', message: `Message ${call.key} is being handled right now; retry later.` });
+    }
+    if (this.settle(context, call.options, 'requeue')) {
+      this.logger.debug(`${call.scope}: message ${call.key} is being handled right now; requeued in ${call.options.retryAfter} s.`);
+    } else {
+      this.logger.warn(`${call.scope}: message ${call.key} arrived again while its first delivery was still being handled; skipped.`);
+    }
+    return of(undefined);
+  }
+
+  /**
+   * With `manualAck` (RabbitMQ, `noAck: false`) acknowledges the message, or requeues it after `retryAfter` seconds.
+   * Returns whether it did anything.
+   */
+  protected settle(context: ExecutionContext, options: ResolvedIdempotentOptions, how: 'ack' | 'requeue'): boolean {
+    if (!options.manualAck) return false;
+    const rpc = context.switchToRpc().getContext();
+    if (!(rpc instanceof RmqContext)) return false;
+    const channel = rpc.getChannelRef();
+    const message = rpc.getMessage();
+    if (how === 'ack') {
+      channel.ack(message);
+    } else {
+      const timer = setTimeout(() => {
+        try {
+          channel.nack(message, false, true);
+        } catch (error) {
+          this.logger.warn(`Could not requeue message: ${(error as Error)?.message ?? error}`);
+        }
+      }, options.retryAfter * 1000);
+      timer.unref?.();
+    }
+    return true;
+  }
+
+  protected isMessagePattern(context: ExecutionContext): boolean {
+    return this.reflector.get<number | undefined>(PATTERN_HANDLER_METADATA, context.getHandler()) === 1;
+  }
+
+  // ---------------------------------------------------------------------------------------------------- shared
+
+  /** Runs the handler with the attempt's transaction ambient, and resolves with its last value. */
+  protected runHandler(next: CallHandler, attempt: IdempotencyAttempt): Promise<unknown> {
+    // next.handle() binds the async context it is called in: call it inside the transaction's context.
+    return runInTransactionContext(attempt.context, () => lastValueFrom(next.handle(), { defaultValue: undefined }));
+  }
+
+  /** Another request committed the key first (the unique constraint fired): answer with its record. */
+  protected async afterLostRace<T>(call: IdempotentCall, answer: (record: StoredIdempotencyRecord) => T, gone: () => T): Promise<T> {
+    const record = await this.idempotency.store.read(call.scope, call.key);
+    return record ? answer(record) : gone();
+  }
+
+  /** The scope of a call: the `scope` option, else `fallback`. */
+  protected scopeOf(context: ExecutionContext, options: ResolvedIdempotentOptions, fallback: string): string | Promise<string> {
+    if (!options.scope) return fallback;
+    const scope = options.scope(context);
+    if (scope instanceof Promise) return scope.then((s) => (s === undefined || s === null ? fallback : String(s)));
+    return scope === undefined || scope === null ? fallback : String(scope);
+  }
+
+  /** Keeps a scope or message key within the column's 255 characters (longer ones are hashed). */
+  protected boundedText(text: string): string {
+    return text.length <= MAX_IDEMPOTENCY_KEY_LENGTH ? text : `sha256:${createHash('sha256').update(text).digest('hex')}`;
+  }
+
+  /** Module defaults ← class options ← method options, resolved once per handler. */
+  protected optionsOf(context: ExecutionContext): ResolvedIdempotentOptions {
+    const handler = context.getHandler();
+    let resolved = this.resolved.get(handler);
+    if (!resolved) {
+      const controller = context.getClass();
+      const merged: IdempotentOptions = {
+        ...(this.reflector.get<IdempotentOptions>(IDEMPOTENT_OPTIONS, controller) ?? {}),
+        ...(this.reflector.get<IdempotentOptions>(IDEMPOTENT_OPTIONS, handler) ?? {}),
+      };
+      const { scope, key, fingerprint, ...defaults } = merged;
+      const base = resolveIdempotencyDefaults(
+        Object.fromEntries(Object.entries(defaults).filter(([, v]) => v !== undefined)),
+        this.idempotency.defaults,
+      );
+      resolved = {
+        ...base,
+        scope,
+        key,
+        fingerprint,
+        headerKey: base.header.toLowerCase(),
+        consumer: `${controller.name}.${handler.name}`,
+      };
+      this.resolved.set(handler, resolved);
+    }
+    return resolved;
+  }
+
+  protected warnOnce(about: string, message: string): void {
+    if (this.warned.has(about)) return;
+    this.warned.add(about);
+    this.logger.warn(message);
+  }
+}
+
+/** JSON text of what the client receives, or null for no body. */
+function serializeBody(value: unknown): string | null {
+  if (value === undefined) return null;
+  return JSON.stringify(toPlain(value)) ?? null;
+}
+
+function toPlain(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  const proto = Object.getPrototypeOf(value);
+  const isClassInstance = proto !== null && proto !== Object.prototype && !Array.isArray(value) && !(value instanceof Date);
+  if (!isClassInstance && !(Array.isArray(value) && value.some((v) => v && typeof v === 'object' && Object.getPrototypeOf(v) !== Object.prototype))) {
+    return value;
+  }
+  if (classTransformer === undefined) {
+    try {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      classTransformer = require('class-transformer');
+    } catch {
+      classTransformer = null;
+    }
+  }
+  return classTransformer ? classTransformer.instanceToPlain(value) : value;
+}
+
+function setHeader(response: any, name: string, value: string | string[]): void {
+  if (typeof response.header === 'function') response.header(name, value);
+  else response.setHeader(name, value);
+}
+
+function getHeader(response: any, name: string): unknown {
+  return typeof response.getHeader === 'function' ? response.getHeader(name) : undefined;
+}

@@ -1,0 +1,85 @@
+import type { ExecutionContext } from '@nestjs/common';
+
+/**
+ * Module-wide defaults of `@Idempotent()`, given as `OutboxModule.forRoot({ idempotency: { … } })`. Each one can be
+ * overridden per controller or per handler in `@Idempotent(options)`.
+ */
+export interface IdempotencyDefaults {
+  /**
+   * HTTP request header that carries the key (matched case-insensitively).
+   * @default 'Idempotency-Key'
+   */
+  header?: string;
+  /**
+   * HTTP: answer 400 when a request has no key. When false, a request without a key runs the handler unguarded
+   * (no transaction is opened for it). Message handlers never reject: a message without an id runs unguarded with a
+   * warning (see the README).
+   * @default true
+   */
+  required?: boolean;
+  /**
+   * Milliseconds a completed record is kept (and replayed) after it was written; the scheduled cleanup removes it
+   * afterwards. For message handlers keep it longer than any redelivery or requeue can take.
+   * @default 86400000 (24 hours)
+   */
+  ttl?: number;
+  /**
+   * Seconds sent in the `Retry-After` header of a 409 (same key still in flight).
+   * @default 1
+   */
+  retryAfter?: number;
+  /**
+   * Response headers stored with a completed HTTP response and sent again on replay (lower case). Headers set by
+   * `@Header()` are sent by the route itself on replay and need not be listed.
+   * @default ['location', 'content-location', 'etag']
+   */
+  replayHeaders?: string[];
+  /**
+   * Message handlers of RabbitMQ consumers started with `noAck: false` (the handler acks with
+   * `channel.ack(message)`): set true so a skipped duplicate is acknowledged by the interceptor (the handler, which
+   * would ack it, does not run). Leave false for `noAck: true` consumers: acking there closes the channel.
+   * @default false
+   */
+  manualAck?: boolean;
+}
+
+/** `@Idempotent(options)`: the defaults above plus how the key, scope and fingerprint are found. */
+export interface IdempotentOptions extends IdempotencyDefaults {
+  /**
+   * Who the key belongs to; records are unique per (scope, key), so one scope never sees another's response.
+   * Return e.g. the user or tenant id (from `context.switchToHttp().getRequest()`). Up to 255 characters (longer
+   * scopes are hashed).
+   * @default HTTP: '' (one scope for every client: set a scope when clients are not trusted to pick unique keys);
+   * messages: the consumer, 'ControllerName.methodName'
+   */
+  scope?: (context: ExecutionContext) => string | undefined | Promise<string | undefined>;
+  /**
+   * A custom key extractor, called with the HTTP request or with the message data. Return undefined for "no key".
+   * @default HTTP: the `header`; messages: the outbox message id (`getOutboxMessageId()`)
+   */
+  key?: (source: any, context: ExecutionContext) => string | undefined;
+  /**
+   * What makes two requests "the same request" for one key (a different one answers 422). Any value: it is hashed
+   * with a key-order-independent serialization.
+   * @default HTTP: method, path, query and body; messages: the data
+   */
+  fingerprint?: (source: any, context: ExecutionContext) => unknown;
+}
+
+/** The defaults after validation. */
+export type ResolvedIdempotencyDefaults = Required<IdempotencyDefaults>;
+
+export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyDefaults> = Object.freeze({
+  header: 'Idempotency-Key',
+  required: true,
+  ttl: 86_400_000,
+  retryAfter: 1,
+  replayHeaders: ['location', 'content-location', 'etag'],
+  manualAck: false,
+});
+
+/** Longest key (and scope) accepted, as Stripe and the IETF draft's examples use. */
+export const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
+
+/** Response header that marks a replayed response. */
+export const IDEMPOTENT_REPLAYED_HEADER = 'Idempotent-Replayed';

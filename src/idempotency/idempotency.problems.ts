@@ -1,0 +1,67 @@
+import { HttpException, HttpStatus } from '@nestjs/common';
+
+/** RFC 9457 problem details, as sent for the idempotency errors. */
+export interface IdempotencyProblemDetails {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  /** A stable machine-readable reason: `idempotency-key-missing`, `idempotency-key-invalid`, `idempotency-key-in-use`, `idempotency-key-reused`. */
+  code: string;
+}
+
+/**
+ * An idempotency error answered as `application/problem+json` (RFC 9457). The interceptor sets the content type
+ * (and `Retry-After` for a 409) on the response before throwing it, so Nest's exception filter sends the body as is.
+ */
+export class IdempotencyProblemException extends HttpException {
+  constructor(readonly problem: IdempotencyProblemDetails) {
+    super(problem, problem.status);
+  }
+}
+
+const TITLES: Record<number, string> = {
+  [HttpStatus.BAD_REQUEST]: 'Bad Request',
+  [HttpStatus.CONFLICT]: 'Conflict',
+  [HttpStatus.UNPROCESSABLE_ENTITY]: 'Unprocessable Content',
+};
+
+function problem(status: number, code: string, detail: string): IdempotencyProblemException {
+  return new IdempotencyProblemException({ type: 'about:blank', title: TITLES[status], status, detail, code });
+}
+
+/** 400: the endpoint requires a key and the request has none. */
+export function missingKeyProblem(header: string): IdempotencyProblemException {
+  return problem(
+    HttpStatus.BAD_REQUEST,
+    'idempotency-key-missing',
+    `This endpoint requires an ${header} header. Send a unique value per logical operation (for example a UUID) and reuse it, with the same body, when you retry that operation.`,
+  );
+}
+
+/** 400: an empty key, or one longer than `max` characters. */
+export function invalidKeyProblem(header: string, max: number, length: number): IdempotencyProblemException {
+  return problem(
+    HttpStatus.BAD_REQUEST,
+    'idempotency-key-invalid',
+    `The ${header} header must hold 1 to ${max} characters; this one has ${length}. Send a unique value per logical operation, for example a UUID.`,
+  );
+}
+
+/** 409: the same key is being handled right now. */
+export function inFlightProblem(header: string, retryAfter: number): IdempotencyProblemException {
+  return problem(
+    HttpStatus.CONFLICT,
+    'idempotency-key-in-use',
+    `A request with this ${header} is still being processed. Retry after ${retryAfter} second(s) with the same key and body to get its result.`,
+  );
+}
+
+/** 422: the key was used for a different request. */
+export function reusedKeyProblem(header: string): IdempotencyProblemException {
+  return problem(
+    HttpStatus.UNPROCESSABLE_ENTITY,
+    'idempotency-key-reused',
+    `This ${header} was already used for a different request (another method, path, query or body). Send a new key for a new operation; reuse a key only to retry the very same request.`,
+  );
+}

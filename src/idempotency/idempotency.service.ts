@@ -1,0 +1,68 @@
+import { Inject, Injectable, OnModuleInit, Optional } from '@nestjs/common';
+import { OutboxCleanupRegistry } from '../cleanup/outbox-cleanup.registry';
+import { MysqlIdempotencyStore } from '../dialects/mysql.idempotency';
+import { PostgresIdempotencyStore } from '../dialects/postgres.idempotency';
+import { SqliteIdempotencyStore } from '../dialects/sqlite.idempotency';
+import { OutboxConfigurationError } from '../errors';
+import { OUTBOX_OPTIONS } from '../outbox.constants';
+import type { ResolvedOutboxOptions } from '../outbox.options';
+import { OutboxDatabase } from '../outbox/outbox-database';
+import { IdempotencyRecord } from './idempotency-record.entity';
+import type { IdempotencyStore } from './idempotency-store';
+import { DEFAULT_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyDefaults } from './idempotency.options';
+
+/** Name of the cleanup task that deletes expired records. */
+export const IDEMPOTENCY_CLEANUP_TASK = 'idempotency-keys';
+
+/**
+ * The idempotency records of the outbox's DataSource: the module-wide defaults, the database's store (created on
+ * first use, so apps that never use `@Idempotent()` need not register the entity) and the cleanup of expired
+ * records, registered with the scheduled cleanup.
+ */
+@Injectable()
+export class IdempotencyService implements OnModuleInit {
+  readonly defaults: ResolvedIdempotencyDefaults;
+  private created?: IdempotencyStore;
+
+  constructor(
+    protected readonly database: OutboxDatabase,
+    @Inject(OUTBOX_OPTIONS) options: ResolvedOutboxOptions,
+    @Optional() protected readonly cleanup?: OutboxCleanupRegistry,
+  ) {
+    this.defaults = options.idempotency ?? DEFAULT_IDEMPOTENCY_OPTIONS;
+  }
+
+  onModuleInit(): void {
+    if (!this.database.dataSource.hasMetadata(IdempotencyRecord)) return;
+    this.cleanup?.register({ name: IDEMPOTENCY_CLEANUP_TASK, deleteBatch: (limit) => this.store.deleteExpired(limit) });
+  }
+
+  /** The store of the outbox's database. */
+  get store(): IdempotencyStore {
+    return (this.created ??= this.createStore());
+  }
+
+  /** Deletes up to `limit` expired records (what the scheduled cleanup calls); resolves with the number deleted. */
+  deleteExpired(limit = 1000): Promise<number> {
+    return this.store.deleteExpired(limit);
+  }
+
+  protected createStore(): IdempotencyStore {
+    const { dataSource, dialect, name } = this.database;
+    if (!dataSource.hasMetadata(IdempotencyRecord)) {
+      throw new OutboxConfigurationError(
+        `@Idempotent() needs the IdempotencyRecord entity in the DataSource '${name}'. Set \`autoLoadEntities: true\` in ` +
+          'TypeOrmModule.forRoot(), or add IdempotencyRecord to its `entities` (and run the idempotency migration).',
+      );
+    }
+    const config = { dataSource, dialect, table: dataSource.getMetadata(IdempotencyRecord).tablePath };
+    switch (dialect.name) {
+      case 'postgres':
+        return new PostgresIdempotencyStore(config);
+      case 'mysql':
+        return new MysqlIdempotencyStore(config);
+      default:
+        return new SqliteIdempotencyStore(config);
+    }
+  }
+}

@@ -1,0 +1,45 @@
+import { applyDecorators, SetMetadata, UseInterceptors } from '@nestjs/common';
+import { ROUTE_ARGS_METADATA } from '@nestjs/common/constants';
+import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
+import { OutboxConfigurationError } from '../errors';
+import { IDEMPOTENT_OPTIONS } from './idempotency.constants';
+import { IdempotencyInterceptor } from './idempotency.interceptor';
+import type { IdempotentOptions } from './idempotency.options';
+
+/**
+ * Makes a controller method (or every method of a controller) idempotent: HTTP requests by their
+ * `Idempotency-Key`, message handlers (`@EventPattern`, `@MessagePattern`) by the outbox message id. The key is
+ * recorded in the same transaction as the handler's writes: `OutboxService.manager`, `transaction()` and `emit()`
+ * inside the handler join it. A method's options override its class's, which override the module's `idempotency`.
+ *
+ * A handler that writes the response itself (`@Res()` or `@Next()` without `passthrough: true`) cannot be replayed
+ * and is refused here, when the class is defined.
+ */
+export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & MethodDecorator {
+  const apply = applyDecorators(SetMetadata(IDEMPOTENT_OPTIONS, options), UseInterceptors(IdempotencyInterceptor));
+  return ((target: object, propertyKey?: string | symbol, descriptor?: PropertyDescriptor) => {
+    if (propertyKey !== undefined) {
+      refuseOwnResponse(target.constructor, propertyKey);
+      return (apply as MethodDecorator)(target, propertyKey, descriptor!);
+    }
+    const prototype = (target as Function).prototype;
+    for (const name of Object.getOwnPropertyNames(prototype)) {
+      if (name !== 'constructor') refuseOwnResponse(target as Function, name);
+    }
+    return (apply as ClassDecorator)(target as Function);
+  }) as ClassDecorator & MethodDecorator;
+}
+
+function refuseOwnResponse(controller: Function, method: string | symbol): void {
+  const args: Record<string, { data?: { passthrough?: boolean } }> = Reflect.getMetadata(ROUTE_ARGS_METADATA, controller, method) ?? {};
+  for (const [slot, arg] of Object.entries(args)) {
+    const type = Number(slot.split(':')[0]);
+    if ((type === RouteParamtypes.RESPONSE || type === RouteParamtypes.NEXT) && !arg?.data?.passthrough) {
+      throw new OutboxConfigurationError(
+        `@Idempotent() cannot guard ${controller.name}.${String(method)}: it takes @Res()/@Next() and writes the response itself, ` +
+          'so the response can be neither stored nor replayed. Return the body instead (use @Res({ passthrough: true }) to set headers or cookies), ' +
+          'or remove @Idempotent() from this handler.',
+      );
+    }
+  }
+}

@@ -1,0 +1,153 @@
+import type { QueryRunner } from 'typeorm';
+import type { SqlOutboxDialect } from '../dialects/sql-dialect.base';
+import { runOnConnection } from '../transaction/transaction-runner';
+import {
+  attemptContext,
+  IdempotencyAttempt,
+  IdempotencyBegin,
+  IdempotencyStore,
+  IdempotencyStoreConfig,
+  isKeyViolation,
+  NewIdempotencyRecord,
+  RECORD_COLUMNS,
+  runAfterCommit,
+  StoredIdempotencyRecord,
+  toStored,
+} from './idempotency-store';
+
+/** A lock taken before the transaction starts, and how to give it back. */
+export interface IdempotencyLock {
+  locked: boolean;
+  release(): Promise<void>;
+}
+
+/**
+ * An idempotency store written with TypeORM query runners and bound parameters: the MySQL/MariaDB and SQLite stores
+ * extend it with their lock (`GET_LOCK(name, 0)`; the DataSource's turn) and their batched delete. The order is:
+ * lock, begin, read the committed record (the snapshot starts after the lock), run the handler, insert the record,
+ * commit, unlock.
+ */
+export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
+  protected readonly dialect: SqlOutboxDialect;
+
+  constructor(protected readonly config: IdempotencyStoreConfig) {
+    this.dialect = config.dialect as unknown as SqlOutboxDialect;
+  }
+
+  /** Takes the non-blocking lock on (scope, key) for the connection of `runner`. */
+  protected abstract lock(runner: QueryRunner, scope: string, key: string): Promise<IdempotencyLock>;
+
+  /** SQL that deletes up to `limit` expired records. */
+  protected abstract deleteExpiredSql(limit: number): string;
+
+  protected get quotedTable(): string {
+    return this.dialect.quoteTable(this.config.table);
+  }
+
+  async begin(scope: string, key: string): Promise<IdempotencyBegin> {
+    const runner = this.config.dataSource.createQueryRunner();
+    let lock: IdempotencyLock | undefined;
+    const finish = async () => {
+      try {
+        await lock?.release();
+      } finally {
+        await runner.release();
+      }
+    };
+    try {
+      lock = await this.lock(runner, scope, key);
+      if (!lock.locked) {
+        const { record } = await this.select(runner, scope, key);
+        await finish();
+        return record ? { kind: 'stored', record } : { kind: 'in-flight' };
+      }
+      await runner.startTransaction();
+      const { record, expired } = await this.select(runner, scope, key);
+      if (record) {
+        await runner.rollbackTransaction();
+        await finish();
+        return { kind: 'stored', record };
+      }
+      return { kind: 'acquired', attempt: this.attempt(runner, scope, key, expired, finish) };
+    } catch (error) {
+      if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
+      await finish();
+      throw error;
+    }
+  }
+
+  async read(scope: string, key: string): Promise<StoredIdempotencyRecord | undefined> {
+    return runOnConnection(this.config.dataSource, async (manager) => {
+      const runner = manager.connection.createQueryRunner();
+      try {
+        return (await this.select(runner, scope, key)).record;
+      } finally {
+        await runner.release();
+      }
+    });
+  }
+
+  async deleteExpired(limit: number): Promise<number> {
+    return runOnConnection(this.config.dataSource, async (manager) => {
+      const { affected } = await this.dialect.execute(manager, this.deleteExpiredSql(Math.max(1, Math.floor(limit))));
+      return affected;
+    });
+  }
+
+  protected async select(runner: QueryRunner, scope: string, key: string) {
+    const q = (c: string) => this.dialect.quote(c);
+    const { records } = await this.dialect.execute(
+      runner.manager,
+      `SELECT ${RECORD_COLUMNS.map(q).join(', ')}, CASE WHEN ${q('expires_at')} <= ${this.dialect.nowMs} THEN 1 ELSE 0 END AS ${q('expired')} FROM ${this.quotedTable} WHERE ${q('scope')} = ? AND ${q('idempotency_key')} = ?`,
+      [scope, key],
+    );
+    return toStored(records[0]);
+  }
+
+  protected attempt(runner: QueryRunner, scope: string, key: string, expired: boolean, finish: () => Promise<void>): IdempotencyAttempt {
+    const context = attemptContext(this.config.dataSource, runner.manager);
+    const q = (c: string) => this.dialect.quote(c);
+    const abort = async () => {
+      try {
+        if (runner.isTransactionActive) await runner.rollbackTransaction();
+      } finally {
+        await finish();
+      }
+    };
+    return {
+      context,
+      commit: async (record: NewIdempotencyRecord) => {
+        try {
+          if (expired) {
+            await this.dialect.execute(runner.manager, `DELETE FROM ${this.quotedTable} WHERE ${q('scope')} = ? AND ${q('idempotency_key')} = ?`, [scope, key]);
+          }
+          const now = this.dialect.nowMs;
+          await this.dialect.execute(
+            runner.manager,
+            `INSERT INTO ${this.quotedTable} (${q('scope')}, ${q('idempotency_key')}, ${q('fingerprint')}, ${q('response_status')}, ${q('response_body')}, ${q('response_headers')}, ${q('created_at')}, ${q('expires_at')}) VALUES (?, ?, ?, ?, ?, ?, ${now}, ${now} + ?)`,
+            [scope, key, record.fingerprint, record.status, record.body, record.headers, Math.floor(record.ttl)],
+          );
+          await runner.commitTransaction();
+        } catch (error) {
+          await abort().catch(() => undefined);
+          if (isKeyViolation(this.config, error)) return false;
+          throw error;
+        }
+        await finish();
+        runAfterCommit(context);
+        return true;
+      },
+      commitWithoutRecord: async () => {
+        try {
+          await runner.commitTransaction();
+        } catch (error) {
+          await abort().catch(() => undefined);
+          throw error;
+        }
+        await finish();
+        runAfterCommit(context);
+      },
+      rollback: abort,
+    };
+  }
+}
