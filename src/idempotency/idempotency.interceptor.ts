@@ -107,7 +107,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     rememberIdempotencyKey(context, key);
     const begun = await this.idempotency.store.begin(call.scope, call.key);
     if (begun.kind === 'stored') return this.answerStoredHttp(context, begun.record, call);
-    if (begun.kind === 'in-flight') throw this.reject(context, inFlightProblem(options.header, options.retryAfter), options.retryAfter);
+    if (begun.kind === 'in-flight') throw this.reject(context, inFlightProblem(options.header, options.retryAfter));
     return this.runFirstHttp(context, next, begun.attempt, call);
   }
 
@@ -170,7 +170,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
     if (await attempt.commit({ fingerprint: call.fingerprint, ttl: call.options.ttl, ...stored })) return of(value);
     return this.afterLostRace(call, (record) => this.answerStoredHttp(context, record, call), () => {
-      throw this.reject(context, inFlightProblem(call.options.header, call.options.retryAfter), call.options.retryAfter);
+      throw this.reject(context, inFlightProblem(call.options.header, call.options.retryAfter));
     });
   }
 
@@ -194,11 +194,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return { status, body: serializeBody(value), headers: headers ? JSON.stringify(headers) : null };
   }
 
-  /** Sets the problem+json content type (and `Retry-After`) on the response and returns the exception to throw. */
-  protected reject(context: ExecutionContext, problem: IdempotencyProblemException, retryAfter?: number): IdempotencyProblemException {
-    const response = context.switchToHttp().getResponse();
-    setHeader(response, 'Content-Type', 'application/problem+json');
-    if (retryAfter !== undefined) setHeader(response, 'Retry-After', String(retryAfter));
+  /** The exception to throw for a refused request (answered as problem+json by `IdempotencyProblemFilter`). */
+  protected reject(_context: ExecutionContext, problem: IdempotencyProblemException): IdempotencyProblemException {
     return problem;
   }
 

@@ -11,11 +11,14 @@ export interface IdempotencyProblemDetails {
 }
 
 /**
- * An idempotency error answered as `application/problem+json` (RFC 9457). The interceptor sets the content type
- * (and `Retry-After` for a 409) on the response before throwing it, so Nest's exception filter sends the body as is.
+ * An idempotency error, answered as `application/problem+json` (RFC 9457) by `IdempotencyProblemFilter`, which
+ * `@Idempotent()` applies to its handlers. `retryAfter` (seconds) becomes the `Retry-After` header.
  */
 export class IdempotencyProblemException extends HttpException {
-  constructor(readonly problem: IdempotencyProblemDetails) {
+  constructor(
+    readonly problem: IdempotencyProblemDetails,
+    readonly retryAfter?: number,
+  ) {
     super(problem, problem.status);
   }
 }
@@ -26,8 +29,8 @@ const TITLES: Record<number, string> = {
   [HttpStatus.UNPROCESSABLE_ENTITY]: 'Unprocessable Content',
 };
 
-function problem(status: number, code: string, detail: string): IdempotencyProblemException {
-  return new IdempotencyProblemException({ type: 'about:blank', title: TITLES[status], status, detail, code });
+function problem(status: number, code: string, detail: string, retryAfter?: number): IdempotencyProblemException {
+  return new IdempotencyProblemException({ type: 'about:blank', title: TITLES[status], status, detail, code }, retryAfter);
 }
 
 /** 400: the endpoint requires a key and the request has none. */
@@ -54,6 +57,7 @@ export function inFlightProblem(header: string, retryAfter: number): Idempotency
     HttpStatus.CONFLICT,
     'idempotency-key-in-use',
     `A request with this ${header} is still being processed. Retry after ${retryAfter} second(s) with the same key and body to get its result.`,
+    retryAfter,
   );
 }
 

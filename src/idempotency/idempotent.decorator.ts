@@ -1,7 +1,8 @@
-import { applyDecorators, SetMetadata, UseInterceptors } from '@nestjs/common';
-import { ROUTE_ARGS_METADATA } from '@nestjs/common/constants';
+import { applyDecorators, SetMetadata, UseFilters, UseInterceptors } from '@nestjs/common';
+import { RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA } from '@nestjs/common/constants';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import { OutboxConfigurationError } from '../errors';
+import { IdempotencyProblemFilter } from './idempotency-problem.filter';
 import { IDEMPOTENT_OPTIONS } from './idempotency.constants';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import type { IdempotentOptions } from './idempotency.options';
@@ -16,7 +17,11 @@ import type { IdempotentOptions } from './idempotency.options';
  * and is refused here, when the class is defined.
  */
 export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & MethodDecorator {
-  const apply = applyDecorators(SetMetadata(IDEMPOTENT_OPTIONS, options), UseInterceptors(IdempotencyInterceptor));
+  const apply = applyDecorators(
+    SetMetadata(IDEMPOTENT_OPTIONS, options),
+    UseInterceptors(IdempotencyInterceptor),
+    UseFilters(IdempotencyProblemFilter),
+  );
   return ((target: object, propertyKey?: string | symbol, descriptor?: PropertyDescriptor) => {
     if (propertyKey !== undefined) {
       refuseOwnResponse(target.constructor, propertyKey);
@@ -31,10 +36,11 @@ export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & Me
 }
 
 function refuseOwnResponse(controller: Function, method: string | symbol): void {
-  const args: Record<string, { data?: { passthrough?: boolean } }> = Reflect.getMetadata(ROUTE_ARGS_METADATA, controller, method) ?? {};
-  for (const [slot, arg] of Object.entries(args)) {
+  const args: Record<string, unknown> = Reflect.getMetadata(ROUTE_ARGS_METADATA, controller, method) ?? {};
+  const passthrough = Reflect.getMetadata(RESPONSE_PASSTHROUGH_METADATA, controller, method) === true;
+  for (const slot of Object.keys(args)) {
     const type = Number(slot.split(':')[0]);
-    if ((type === RouteParamtypes.RESPONSE || type === RouteParamtypes.NEXT) && !arg?.data?.passthrough) {
+    if ((type === RouteParamtypes.RESPONSE && !passthrough) || type === RouteParamtypes.NEXT) {
       throw new OutboxConfigurationError(
         `@Idempotent() cannot guard ${controller.name}.${String(method)}: it takes @Res()/@Next() and writes the response itself, ` +
           'so the response can be neither stored nor replayed. Return the body instead (use @Res({ passthrough: true }) to set headers or cookies), ' +
