@@ -4,10 +4,11 @@ export type {
   OutboxModuleExtras,
   OutboxPublisherOptions,
   OutboxRetryOptions,
+  OutboxCleanupOptions,
   OutboxTransportName,
   ResolvedOutboxOptions,
 } from './outbox.options';
-export { DEFAULT_PUBLISHER_OPTIONS, DEFAULT_RETRY_OPTIONS } from './outbox.options';
+export { DEFAULT_PUBLISHER_OPTIONS, DEFAULT_RETRY_OPTIONS, DEFAULT_CLEANUP_OPTIONS } from './outbox.options';
 export { OUTBOX_OPTIONS, OUTBOX_DATA_SOURCE, OUTBOX_PUBLISHER_JOB, MESSAGE_ID_HEADER } from './outbox.constants';
 export * from './errors';
 export { OutboxMessage } from './outbox/outbox-message.entity';
@@ -16,6 +17,16 @@ export { OutboxService } from './outbox/outbox.service';
 export type { EmitOptions } from './outbox/outbox.service';
 export { OutboxPublisher } from './publisher/outbox-publisher';
 export type { OutboxPassResult } from './publisher/outbox-publisher';
+export type { OutboxPublisherEvents, OutboxLeaseLostEvent, OutboxDeadEvent, OutboxRetryEvent } from './publisher/publisher-events';
+export { OutboxDeadLetters } from './outbox/outbox-dead-letters.service';
+export type { ListDeadOptions } from './outbox/outbox-dead-letters.service';
+export type { OutboxStats } from './dialects/outbox-dialect';
+export { OutboxKeyLock, OUTBOX_KEY_LOCK_TABLE } from './outbox/outbox-key-lock.entity';
+export { OutboxCleanupRegistry } from './cleanup/outbox-cleanup.registry';
+export type { OutboxCleanupTask } from './cleanup/outbox-cleanup.registry';
+export { OutboxCleanupScheduler, OUTBOX_CLEANUP_JOB } from './cleanup/outbox-cleanup.scheduler';
+export { dispatchEvent } from './transports/dispatch';
+export type { OutboxKafkaRecord } from './transports/kafka.transport';
 export type { OutboxTransactionOptions } from './transaction/transaction-runner';
 export type { OutboxTransactionSource } from './transaction/transaction-source';
 export type { OutboxTransactionContext } from './transaction/transaction-context';

@@ -1,6 +1,7 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { OutboxCleanupRegistry } from './cleanup/outbox-cleanup.registry';
+import { OutboxCleanupScheduler } from './cleanup/outbox-cleanup.scheduler';
 import { IdempotencyRecord } from './idempotency/idempotency-record.entity';
 import { IdempotencyService } from './idempotency/idempotency.service';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from './outbox.constants';
@@ -13,10 +14,13 @@ import {
 import type { OutboxModuleOptions } from './outbox.options';
 import { resolveOutboxOptions } from './outbox.options-validation';
 import { OutboxDatabase } from './outbox/outbox-database';
+import { OutboxDeadLetters } from './outbox/outbox-dead-letters.service';
+import { OutboxKeyLock } from './outbox/outbox-key-lock.entity';
 import { OutboxMessage } from './outbox/outbox-message.entity';
 import { OutboxService } from './outbox/outbox.service';
 import { OutboxPublisher } from './publisher/outbox-publisher';
 import { OutboxTransactionSourceRegistrar } from './transaction/transaction-source.provider';
+import { OutboxHealthIndicator } from './health/outbox-health.indicator';
 
 /**
  * The outbox: `OutboxService` (transactions + emit), the `OutboxMessage` entity (registered with
@@ -41,7 +45,7 @@ export class OutboxModule extends OutboxConfigurableModule {
     const { dataSourceName, ...module } = definition;
     return {
       ...module,
-      imports: [...(module.imports ?? []), TypeOrmModule.forFeature([OutboxMessage, IdempotencyRecord], dataSourceName)],
+      imports: [...(module.imports ?? []), TypeOrmModule.forFeature([OutboxMessage, OutboxKeyLock, IdempotencyRecord], dataSourceName)],
       providers: [
         ...(module.providers ?? []),
         {
@@ -56,8 +60,11 @@ export class OutboxModule extends OutboxConfigurableModule {
         OutboxService,
         IdempotencyService,
         OutboxTransactionSourceRegistrar,
+        OutboxHealthIndicator,
+        OutboxDeadLetters,
+        OutboxCleanupScheduler,
       ],
-      exports: [OutboxService, IdempotencyService, OutboxPublisher, OutboxCleanupRegistry, OUTBOX_OPTIONS, OUTBOX_DATA_SOURCE, OutboxDatabase],
+      exports: [OutboxService, OutboxHealthIndicator, IdempotencyService, OutboxPublisher, OutboxCleanupRegistry, OutboxDeadLetters, OutboxCleanupScheduler, OUTBOX_OPTIONS, OUTBOX_DATA_SOURCE, OutboxDatabase],
     };
   }
 }

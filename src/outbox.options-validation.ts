@@ -1,6 +1,7 @@
 import { OutboxConfigurationError } from './errors';
 import { resolveIdempotencyDefaults } from './idempotency/idempotency.options-validation';
 import {
+  DEFAULT_CLEANUP_OPTIONS,
   DEFAULT_PUBLISHER_OPTIONS,
   DEFAULT_RETRY_OPTIONS,
   OutboxModuleOptions,
@@ -69,11 +70,13 @@ function checkNumber(
  */
 export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): ResolvedOutboxOptions {
   const raw = checkObject('options', input ?? {});
-  checkKnownKeys('', raw, ['client', 'transport', 'publisher', 'retry', 'idempotency', 'transactions']);
+  checkKnownKeys('', raw, ['client', 'transport', 'publisher', 'retry', 'cleanup', 'idempotency', 'transactions']);
   const pub = checkObject('publisher', raw.publisher);
   checkKnownKeys('publisher', pub, Object.keys(DEFAULT_PUBLISHER_OPTIONS));
   const retry = checkObject('retry', raw.retry);
   checkKnownKeys('retry', retry, Object.keys(DEFAULT_RETRY_OPTIONS));
+  const clean = checkObject('cleanup', raw.cleanup);
+  checkKnownKeys('cleanup', clean, Object.keys(DEFAULT_CLEANUP_OPTIONS));
   const d = DEFAULT_PUBLISHER_OPTIONS;
   const r = DEFAULT_RETRY_OPTIONS;
 
@@ -83,6 +86,7 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
     batchSize: checkNumber('publisher.batchSize', pub.batchSize, d.batchSize, { min: 1, max: 10_000, integer: true }),
     publishTimeout: checkNumber('publisher.publishTimeout', pub.publishTimeout, d.publishTimeout, { min: 10, integer: true }),
     leaseDuration: checkNumber('publisher.leaseDuration', pub.leaseDuration, d.leaseDuration, { min: 1000, integer: true }),
+    notify: checkBoolean('publisher.notify', pub.notify, d.notify),
   };
   if (pub.leaseDuration === undefined && publisher.leaseDuration < publisher.publishTimeout + 1000) {
     publisher.leaseDuration = publisher.publishTimeout * 2 + 1000;
@@ -106,6 +110,15 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
     fail('retry.maxDelay', `(${retryOptions.maxDelay}) is below retry.initialDelay (${retryOptions.initialDelay})`, 'Make maxDelay at least initialDelay.');
   }
 
+  const c = DEFAULT_CLEANUP_OPTIONS;
+  const cleanup = {
+    enabled: checkBoolean('cleanup.enabled', clean.enabled, c.enabled),
+    deleteOnPublish: checkBoolean('cleanup.deleteOnPublish', clean.deleteOnPublish, c.deleteOnPublish),
+    retention: checkNumber('cleanup.retention', clean.retention, c.retention, { min: 0, integer: true }),
+    interval: checkNumber('cleanup.interval', clean.interval, c.interval, { min: 100, integer: true }),
+    batchSize: checkNumber('cleanup.batchSize', clean.batchSize, c.batchSize, { min: 1, max: 100_000, integer: true }),
+  };
+
   const transport = raw.transport ?? 'auto';
   if (!TRANSPORTS.includes(transport as OutboxTransportName)) {
     fail('transport', `must be one of ${TRANSPORTS.join(', ')}, got ${describe(transport)}`, "Leave it out to detect the transport from the client, or name it, e.g. 'rmq'.");
@@ -125,7 +138,7 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
 
   const transactions = checkTransactions(raw.transactions);
 
-  return { client, transport: transport as ResolvedOutboxOptions['transport'], publisher, retry: retryOptions, idempotency: resolveIdempotencyDefaults(raw.idempotency), transactions };
+  return { client, transport: transport as ResolvedOutboxOptions['transport'], publisher, retry: retryOptions, cleanup, idempotency: resolveIdempotencyDefaults(raw.idempotency), transactions };
 }
 
 function checkTransactions(value: unknown): ResolvedOutboxOptions['transactions'] {

@@ -36,6 +36,40 @@ export interface OutboxPublisherOptions {
    * @default 30000
    */
   leaseDuration?: number;
+  /**
+   * PostgreSQL only: after a commit that wrote outbox rows, `NOTIFY` the other replicas, and `LISTEN` for theirs
+   * (on one dedicated connection), so every replica's publisher wakes at once. A latency hint: polling still
+   * guarantees delivery. Turn it off behind a transaction-pooling proxy (PgBouncer in transaction mode), which
+   * drops LISTEN.
+   * @default true
+   */
+  notify?: boolean;
+}
+
+/** Removal of published rows: at once, or after a retention period by a scheduled cleanup in small batches. */
+export interface OutboxCleanupOptions {
+  /**
+   * Run the scheduled cleanup in this process (sent outbox rows past `retention`, plus every registered
+   * `OutboxCleanupTask`, such as expired idempotency records). Safe on several replicas: batches skip rows another
+   * replica is deleting.
+   * @default true
+   */
+  enabled?: boolean;
+  /**
+   * Delete a row as soon as it is published (in the statement that would mark it sent) instead of keeping it.
+   * @default false
+   */
+  deleteOnPublish?: boolean;
+  /**
+   * Milliseconds a sent row is kept (for audits and replays) before the scheduled cleanup deletes it. Dead rows are
+   * never deleted by the cleanup: requeue or purge them with `OutboxDeadLetters`.
+   * @default 86400000 (24 hours)
+   */
+  retention?: number;
+  /** Milliseconds between two cleanup runs. @default 60000 */
+  interval?: number;
+  /** Rows deleted per statement (one short transaction each) by the cleanup. @default 1000 */
+  batchSize?: number;
 }
 
 /** How failed publishes are retried: exponential backoff with jitter, then the dead state. */
@@ -72,6 +106,8 @@ export interface OutboxModuleOptions {
   publisher?: OutboxPublisherOptions;
   /** Retries of failed publishes; see `OutboxRetryOptions`. */
   retry?: OutboxRetryOptions;
+  /** Removal of published rows; see `OutboxCleanupOptions`. */
+  cleanup?: OutboxCleanupOptions;
   /** Module-wide defaults of `@Idempotent()` (header, required, ttl, …); see `IdempotencyDefaults`. */
   idempotency?: IdempotencyDefaults;
   /**
@@ -104,6 +140,7 @@ export interface ResolvedOutboxOptions {
   transport: OutboxTransportName | 'auto';
   publisher: Required<OutboxPublisherOptions>;
   retry: Required<OutboxRetryOptions>;
+  cleanup: Required<OutboxCleanupOptions>;
   idempotency: ResolvedIdempotencyDefaults;
   transactions: 'builtin' | 'cls' | OutboxTransactionSource;
 }
@@ -114,6 +151,15 @@ export const DEFAULT_PUBLISHER_OPTIONS: Readonly<Required<OutboxPublisherOptions
   batchSize: 500,
   publishTimeout: 10_000,
   leaseDuration: 30_000,
+  notify: true,
+});
+
+export const DEFAULT_CLEANUP_OPTIONS: Readonly<Required<OutboxCleanupOptions>> = Object.freeze({
+  enabled: true,
+  deleteOnPublish: false,
+  retention: 86_400_000,
+  interval: 60_000,
+  batchSize: 1000,
 });
 
 export const DEFAULT_RETRY_OPTIONS: Readonly<Required<OutboxRetryOptions>> = Object.freeze({

@@ -80,7 +80,7 @@ describeWith([], `Publisher → TCP transport on ${DATABASE_LABEL.sqlite}`, () =
       transport: Transport.TCP,
       options: { host: '127.0.0.1', port, deserializer: new OutboxEnvelopeDeserializer() },
     });
-    const moduleRef = await createOutboxTestingModule({ db, client: { transport: Transport.TCP, options: { host: '127.0.0.1', port } } });
+    const moduleRef = await createOutboxTestingModule({ db, client: { transport: Transport.TCP, options: { host: '127.0.0.1', port } } as never });
     app = moduleRef.createNestApplication();
     await app.init();
   });

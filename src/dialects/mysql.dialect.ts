@@ -1,10 +1,25 @@
 import type { EntityManager } from 'typeorm';
+import { OUTBOX_KEY_LOCK_TABLE } from '../outbox/outbox-key-lock.entity';
 import type { ClaimedOutboxRow, ClaimRequest } from './outbox-dialect';
-import { SqlOutboxDialect } from './sql-dialect.base';
+import { checkedSeq, SqlOutboxDialect } from './sql-dialect.base';
+
+/** Number of lock rows same-key writers are spread over (a key always maps to the same row). */
+export const KEY_LOCK_BUCKETS = 4096;
+
+/** 32-bit FNV-1a of a string's UTF-16 code units: a stable, dependency-free bucket hash. */
+export function keyBucket(key: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) {
+    hash ^= key.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash % KEY_LOCK_BUCKETS;
+}
 
 /**
- * MySQL 8 and MariaDB 10.6+: claim with `SELECT … FOR UPDATE SKIP LOCKED` then `UPDATE` in one transaction;
- * the clock is UTC microseconds (independent of the session time zone); unique violations are `ER_DUP_ENTRY`.
+ * MySQL 8 and MariaDB 10.6+: the claim is `SELECT … FOR UPDATE SKIP LOCKED` then `UPDATE` in one transaction;
+ * same-key writers are serialized by updating their key's row in `outbox_key_locks` (held until commit); the
+ * clock is UTC milliseconds (independent of the session time zone); unique violations are `ER_DUP_ENTRY`.
  */
 export class MysqlOutboxDialect extends SqlOutboxDialect {
   readonly name = 'mysql' as const;
@@ -18,24 +33,47 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
     return '?';
   }
 
+  /** The key-lock table beside the outbox table (same schema). */
+  keyLockTable(table: string): string {
+    const parts = table.split('.');
+    parts[parts.length - 1] = OUTBOX_KEY_LOCK_TABLE;
+    return parts.join('.');
+  }
+
+  protected async lockKeys(manager: EntityManager, table: string, keys: readonly string[]): Promise<void> {
+    const buckets = [...new Set(keys.map(keyBucket))].sort((a, b) => a - b);
+    const locks = this.quoteTable(this.keyLockTable(table));
+    const q = (c: string) => this.quote(c);
+    // UPDATE locks the bucket rows in primary-key order until the transaction ends.
+    const update = `UPDATE ${locks} SET ${q('n')} = ${q('n')} + 1 WHERE ${q('bucket')} IN (${buckets.join(', ')})`;
+    const { affected } = await this.execute(manager, update);
+    if (affected < buckets.length) {
+      // First use of these buckets: create them (a concurrent creator waits for us, then ignores the duplicate).
+      await this.execute(manager, `INSERT IGNORE INTO ${locks} (${q('bucket')}, ${q('n')}) VALUES ${buckets.map((b) => `(${b}, 0)`).join(', ')}`);
+      await this.execute(manager, update);
+    }
+  }
+
   async claim(manager: EntityManager, { table, owner, limit, leaseMs }: ClaimRequest): Promise<ClaimedOutboxRow[]> {
     const q = (c: string) => this.quote(c);
-    const work = async (tx: EntityManager) => {
+    return this.inTransaction(manager, async (tx) => {
       const { records } = await this.execute(
         tx,
-        `SELECT ${this.claimedColumns.map(q).join(', ')} FROM ${this.quoteTable(table)} WHERE ${this.claimableWhere()} ORDER BY ${q('seq')} LIMIT ${Math.floor(limit)} FOR UPDATE SKIP LOCKED`,
+        `SELECT ${this.claimedColumns.map((c) => `m.${q(c)}`).join(', ')} FROM ${this.quoteTable(table)} m WHERE ${this.claimableWhere(table)} ORDER BY m.${q('seq')} LIMIT ${Math.floor(limit)} FOR UPDATE SKIP LOCKED`,
       );
       if (records.length === 0) return [];
-      const rows = records.map((r) => this.toClaimed(r));
+      const locked = records.map((r) => this.toClaimed(r));
+      const keep = await this.keepKeyPrefixes(tx, table, locked);
+      const rows = locked.filter((r) => keep.has(r.seq));
+      if (rows.length === 0) return [];
       await this.execute(
         tx,
-        `UPDATE ${this.quoteTable(table)} SET ${q('claimed_by')} = ?, ${q('claimed_until')} = ${this.nowMs} + ?, ${q('attempts')} = ${q('attempts')} + 1 WHERE ${q('seq')} IN (${rows.map((r) => r.seq).join(', ')})`,
+        `UPDATE ${this.quoteTable(table)} SET ${q('claimed_by')} = ?, ${q('claimed_until')} = ${this.nowMs} + ?, ${q('attempts')} = ${q('attempts')} + 1 WHERE ${q('seq')} IN (${rows.map((r) => checkedSeq(r.seq)).join(', ')})`,
         [owner, leaseMs],
       );
       for (const row of rows) row.attempts += 1;
       return rows;
-    };
-    return manager.queryRunner?.isTransactionActive ? work(manager) : manager.transaction(work);
+    });
   }
 
   protected uniqueViolationDetails(error: any) {

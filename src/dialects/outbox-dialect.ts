@@ -37,6 +37,23 @@ export interface OutboxFailure {
   dead: boolean;
 }
 
+/** Counts for `OutboxService.stats()`. */
+export interface OutboxStats {
+  /** Rows waiting to be published (due or not, claimed or not). */
+  pending: number;
+  /** Pending rows that are due now and not claimed. */
+  due: number;
+  /** Pending rows claimed by a publisher whose lease is still running. */
+  inFlight: number;
+  /** Rows that exhausted their attempts (or failed for good) and wait to be requeued or purged. */
+  dead: number;
+  /** Age in ms (database clock) of the oldest pending row, or 0 when none is pending: the relay's lag. */
+  oldestPendingAgeMs: number;
+}
+
+/** Which dead rows an operation applies to: the given message ids, or all of them when omitted. */
+export type DeadSelection = readonly string[] | undefined;
+
 export interface ClaimRequest {
   /** Table name (already resolved, unquoted). */
   table: string;
@@ -68,6 +85,19 @@ export interface OutboxDialect {
   markFailed(manager: EntityManager, table: string, owner: string, failures: readonly OutboxFailure[]): Promise<number>;
   /** Releases claims that were not started (shutdown): the rows become due again at once, the attempt uncounted. */
   release(manager: EntityManager, table: string, owner: string, seqs: readonly string[]): Promise<number>;
+  /** Deletes rows that were published, only where `owner` still holds the claim (delete-on-publish mode). */
+  deleteSent(manager: EntityManager, table: string, owner: string, seqs: readonly string[]): Promise<number>;
+  /** Counts pending / due / in-flight / dead rows and the age of the oldest pending one. */
+  stats(manager: EntityManager, table: string): Promise<OutboxStats>;
+  /** Makes dead rows pending again (attempts reset, due now). Resolves with the number requeued. */
+  requeueDead(manager: EntityManager, table: string, messageIds: DeadSelection): Promise<number>;
+  /** Deletes dead rows. Resolves with the number deleted. */
+  purgeDead(manager: EntityManager, table: string, messageIds: DeadSelection): Promise<number>;
+  /**
+   * Deletes up to `limit` sent rows older than `retentionMs` (by `sent_at`, on the database clock) in one short
+   * statement/transaction, skipping rows another replica is deleting. Resolves with the number deleted.
+   */
+  deleteExpiredSent(manager: EntityManager, table: string, retentionMs: number, limit: number): Promise<number>;
   /** True when `error` is a unique-constraint violation (of the index `indexName`, when given). */
   isUniqueViolation(error: unknown, indexName?: string): boolean;
 }

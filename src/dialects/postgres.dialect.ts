@@ -2,7 +2,14 @@ import type { EntityManager } from 'typeorm';
 import type { ClaimedOutboxRow, ClaimRequest } from './outbox-dialect';
 import { SqlOutboxDialect } from './sql-dialect.base';
 
-/** PostgreSQL: claim with `FOR UPDATE SKIP LOCKED` in one `UPDATE … RETURNING`; unique violations are `23505`. */
+/** First key of the two-key advisory locks that serialize same-key writers ('outb' in ASCII). */
+export const OUTBOX_ADVISORY_LOCK_CLASS = 0x6f757462;
+
+/**
+ * PostgreSQL: the claim is one `UPDATE … RETURNING` over rows locked `FOR UPDATE SKIP LOCKED`; same-key writers
+ * are serialized with transaction-scoped advisory locks (safe behind transaction-pooling proxies); unique
+ * violations are `23505`.
+ */
 export class PostgresOutboxDialect extends SqlOutboxDialect {
   readonly name = 'postgres' as const;
   readonly nowMs = `(extract(epoch from clock_timestamp()) * 1000)::bigint`;
@@ -15,17 +22,42 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
     return `$${index}`;
   }
 
+  protected async lockKeys(manager: EntityManager, _table: string, keys: readonly string[]): Promise<void> {
+    await this.execute(
+      manager,
+      `SELECT pg_advisory_xact_lock(${OUTBOX_ADVISORY_LOCK_CLASS}, hashtext(k)) FROM unnest($1::text[]) WITH ORDINALITY AS t(k, i) ORDER BY i`,
+      [keys],
+    );
+  }
+
   async claim(manager: EntityManager, { table, owner, limit, leaseMs }: ClaimRequest): Promise<ClaimedOutboxRow[]> {
     const q = (c: string) => this.quote(c);
+    const t = this.quoteTable(table);
+    // c: the rows this claim locks; ok: of those, keyed rows only when no earlier unsent row of their key is
+    // outside c (held by a concurrent claim that has not committed yet).
     const { records } = await this.execute(
       manager,
-      `WITH c AS (SELECT ${q('seq')} FROM ${this.quoteTable(table)} WHERE ${this.claimableWhere()} ORDER BY ${q('seq')} LIMIT $2 FOR UPDATE SKIP LOCKED)
-       UPDATE ${this.quoteTable(table)} m SET ${q('claimed_by')} = $1, ${q('claimed_until')} = ${this.nowMs} + $3, ${q('attempts')} = m.${q('attempts')} + 1
-       FROM c WHERE m.${q('seq')} = c.${q('seq')}
+      `WITH c AS MATERIALIZED (SELECT m.${q('seq')}, m.${q('ordering_key')} FROM ${t} m WHERE ${this.claimableWhere(table)} ORDER BY m.${q('seq')} LIMIT $2 FOR UPDATE SKIP LOCKED),
+       ok AS (SELECT c.${q('seq')} FROM c WHERE c.${q('ordering_key')} IS NULL OR NOT EXISTS (
+         SELECT 1 FROM ${t} e WHERE e.${q('ordering_key')} = c.${q('ordering_key')} AND e.${q('status')} IN ('pending', 'dead') AND e.${q('seq')} < c.${q('seq')}
+           AND NOT EXISTS (SELECT 1 FROM c c2 WHERE c2.${q('seq')} = e.${q('seq')})))
+       UPDATE ${t} m SET ${q('claimed_by')} = $1, ${q('claimed_until')} = ${this.nowMs} + $3, ${q('attempts')} = m.${q('attempts')} + 1
+       FROM ok WHERE m.${q('seq')} = ok.${q('seq')}
        RETURNING ${this.claimedColumns.map((c) => `m.${q(c)}`).join(', ')}`,
       [owner, limit, leaseMs],
     );
     return records.map((r) => this.toClaimed(r)).sort((a, b) => Number(BigInt(a.seq) - BigInt(b.seq)));
+  }
+
+  async deleteExpiredSent(manager: EntityManager, table: string, retentionMs: number, limit: number): Promise<number> {
+    const q = (c: string) => this.quote(c);
+    const t = this.quoteTable(table);
+    const { affected } = await this.execute(
+      manager,
+      `DELETE FROM ${t} WHERE ${q('seq')} IN (SELECT ${q('seq')} FROM ${t} WHERE ${q('status')} = 'sent' AND ${q('sent_at')} < ${this.nowMs} - $1 ORDER BY ${q('sent_at')} LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+      [Math.max(0, Math.floor(retentionMs)), Math.max(1, Math.floor(limit))],
+    );
+    return affected;
   }
 
   protected uniqueViolationDetails(error: any) {

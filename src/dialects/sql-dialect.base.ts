@@ -2,9 +2,11 @@ import type { EntityManager } from 'typeorm';
 import type {
   ClaimedOutboxRow,
   ClaimRequest,
+  DeadSelection,
   NewOutboxRow,
   OutboxDialect,
   OutboxFailure,
+  OutboxStats,
 } from './outbox-dialect';
 
 /** A unique index, described well enough for every database's error to be matched against it. */
@@ -64,6 +66,8 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
   }
 
   async insert(manager: EntityManager, table: string, rows: readonly NewOutboxRow[]): Promise<void> {
+    const keys = [...new Set(rows.map((r) => r.key).filter((k): k is string => k !== null))].sort();
+    if (keys.length > 0) await this.lockKeys(manager, table, keys);
     for (let start = 0; start < rows.length; start += INSERT_CHUNK) {
       const chunk = rows.slice(start, start + INSERT_CHUNK);
       const params: unknown[] = [];
@@ -91,6 +95,102 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
     }
   }
 
+  /**
+   * Serializes writers of the same ordering keys until the caller's transaction ends, so a key's rows get their
+   * sequence numbers in commit order. Keys arrive sorted (a fixed lock order within one call). Default: nothing
+   * (SQLite has one writer at a time).
+   */
+  protected async lockKeys(_manager: EntityManager, _table: string, _keys: readonly string[]): Promise<void> {}
+
+  /** Runs `work` in the manager's transaction, or in a new one when the manager has none. */
+  protected inTransaction<T>(manager: EntityManager, work: (tx: EntityManager) => Promise<T>): Promise<T> {
+    return manager.queryRunner?.isTransactionActive ? work(manager) : manager.transaction(work);
+  }
+
+  async deleteSent(manager: EntityManager, table: string, owner: string, seqs: readonly string[]): Promise<number> {
+    if (seqs.length === 0) return 0;
+    const q = (c: string) => this.quote(c);
+    const { affected } = await this.execute(
+      manager,
+      `DELETE FROM ${this.quoteTable(table)} WHERE ${q('claimed_by')} = ${this.param(1)} AND ${q('seq')} IN (${seqs.map(checkedSeq).join(', ')})`,
+      [owner],
+    );
+    return affected;
+  }
+
+  async stats(manager: EntityManager, table: string): Promise<OutboxStats> {
+    const q = (c: string) => this.quote(c);
+    const now = this.nowMs;
+    const { records } = await this.execute(
+      manager,
+      `SELECT
+         SUM(CASE WHEN ${q('status')} = 'pending' THEN 1 ELSE 0 END) AS ${q('pending')},
+         SUM(CASE WHEN ${q('status')} = 'pending' AND ${q('available_at')} <= ${now} AND (${q('claimed_until')} IS NULL OR ${q('claimed_until')} < ${now}) THEN 1 ELSE 0 END) AS ${q('due')},
+         SUM(CASE WHEN ${q('status')} = 'pending' AND ${q('claimed_until')} >= ${now} THEN 1 ELSE 0 END) AS ${q('in_flight')},
+         SUM(CASE WHEN ${q('status')} = 'dead' THEN 1 ELSE 0 END) AS ${q('dead')},
+         MIN(CASE WHEN ${q('status')} = 'pending' THEN ${q('created_at')} END) AS ${q('oldest')},
+         ${now} AS ${q('now')}
+       FROM ${this.quoteTable(table)} WHERE ${q('status')} IN ('pending', 'dead')`,
+    );
+    const r = records[0] ?? {};
+    const oldest = r.oldest === null || r.oldest === undefined ? undefined : Number(r.oldest);
+    return {
+      pending: Number(r.pending ?? 0),
+      due: Number(r.due ?? 0),
+      inFlight: Number(r.in_flight ?? 0),
+      dead: Number(r.dead ?? 0),
+      oldestPendingAgeMs: oldest === undefined ? 0 : Math.max(0, Number(r.now) - oldest),
+    };
+  }
+
+  async requeueDead(manager: EntityManager, table: string, messageIds: DeadSelection): Promise<number> {
+    if (messageIds && messageIds.length === 0) return 0;
+    const q = (c: string) => this.quote(c);
+    const params = messageIds ? [...messageIds] : [];
+    const { affected } = await this.execute(
+      manager,
+      `UPDATE ${this.quoteTable(table)} SET ${q('status')} = 'pending', ${q('attempts')} = 0, ${q('available_at')} = ${this.nowMs}, ${q('claimed_by')} = NULL, ${q('claimed_until')} = NULL WHERE ${q('status')} = 'dead'${this.idFilter(params)}`,
+      params,
+    );
+    return affected;
+  }
+
+  async purgeDead(manager: EntityManager, table: string, messageIds: DeadSelection): Promise<number> {
+    if (messageIds && messageIds.length === 0) return 0;
+    const q = (c: string) => this.quote(c);
+    const params = messageIds ? [...messageIds] : [];
+    const { affected } = await this.execute(
+      manager,
+      `DELETE FROM ${this.quoteTable(table)} WHERE ${q('status')} = 'dead'${this.idFilter(params)}`,
+      params,
+    );
+    return affected;
+  }
+
+  async deleteExpiredSent(manager: EntityManager, table: string, retentionMs: number, limit: number): Promise<number> {
+    const q = (c: string) => this.quote(c);
+    return this.inTransaction(manager, async (tx) => {
+      const { records } = await this.execute(
+        tx,
+        `SELECT ${q('seq')} FROM ${this.quoteTable(table)} WHERE ${q('status')} = 'sent' AND ${q('sent_at')} < ${this.nowMs} - ${Math.max(0, Math.floor(retentionMs))} ORDER BY ${q('sent_at')} LIMIT ${Math.max(1, Math.floor(limit))} ${this.skipLockedClause}`,
+      );
+      if (records.length === 0) return 0;
+      const { affected } = await this.execute(
+        tx,
+        `DELETE FROM ${this.quoteTable(table)} WHERE ${q('seq')} IN (${records.map((r) => checkedSeq(String(r.seq))).join(', ')})`,
+      );
+      return affected;
+    });
+  }
+
+  /** Row-locking clause that skips rows other transactions hold (empty where there is one writer). */
+  protected readonly skipLockedClause: string = 'FOR UPDATE SKIP LOCKED';
+
+  private idFilter(params: unknown[]): string {
+    if (params.length === 0) return '';
+    return ` AND ${this.quote('message_id')} IN (${params.map((_, i) => this.param(i + 1)).join(', ')})`;
+  }
+
   async markSent(manager: EntityManager, table: string, owner: string, seqs: readonly string[]): Promise<number> {
     if (seqs.length === 0) return 0;
     const q = (c: string) => this.quote(c);
@@ -105,19 +205,19 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
   async markFailed(manager: EntityManager, table: string, owner: string, failures: readonly OutboxFailure[]): Promise<number> {
     if (failures.length === 0) return 0;
     const q = (c: string) => this.quote(c);
-    const params: unknown[] = [owner];
-    const errorCases = failures
-      .map((f) => {
-        params.push(f.error.slice(0, 4000));
-        return `WHEN ${checkedSeq(f.seq)} THEN ${this.param(params.length)}`;
-      })
-      .join(' ');
+    // Placeholders are positional on MySQL and SQLite: push parameters in the order they appear in the text.
+    const params: unknown[] = [];
+    const p = (value: unknown) => {
+      params.push(value);
+      return this.param(params.length);
+    };
     const delayCases = failures.map((f) => `WHEN ${checkedSeq(f.seq)} THEN ${Math.max(0, Math.floor(f.retryDelay))}`).join(' ');
+    const errorCases = failures.map((f) => `WHEN ${checkedSeq(f.seq)} THEN ${p(f.error.slice(0, 4000))}`).join(' ');
     const dead = failures.filter((f) => f.dead).map((f) => f.seq);
     const statusExpr = dead.length ? `CASE WHEN ${q('seq')} IN (${dead.join(', ')}) THEN 'dead' ELSE 'pending' END` : `'pending'`;
     const { affected } = await this.execute(
       manager,
-      `UPDATE ${this.quoteTable(table)} SET ${q('status')} = ${statusExpr}, ${q('available_at')} = ${this.nowMs} + CASE ${q('seq')} ${delayCases} ELSE 0 END, ${q('last_error')} = CASE ${q('seq')} ${errorCases} ELSE ${q('last_error')} END, ${q('claimed_by')} = NULL, ${q('claimed_until')} = NULL WHERE ${q('claimed_by')} = ${this.param(1)} AND ${q('seq')} IN (${failures.map((f) => f.seq).join(', ')})`,
+      `UPDATE ${this.quoteTable(table)} SET ${q('status')} = ${statusExpr}, ${q('available_at')} = ${this.nowMs} + CASE ${q('seq')} ${delayCases} ELSE 0 END, ${q('last_error')} = CASE ${q('seq')} ${errorCases} ELSE ${q('last_error')} END, ${q('claimed_by')} = NULL, ${q('claimed_until')} = NULL WHERE ${q('claimed_by')} = ${p(owner)} AND ${q('seq')} IN (${failures.map((f) => f.seq).join(', ')})`,
       params,
     );
     return affected;
@@ -160,10 +260,43 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
     };
   }
 
-  /** The WHERE clause of rows that may be claimed now. */
-  protected claimableWhere(): string {
+  /**
+   * The WHERE clause of rows that may be claimed now (columns of the alias `m`): pending, due, unclaimed (or lease
+   * expired), and — for keyed rows — not behind an earlier row of the same key that cannot be published now (dead,
+   * waiting for a retry, or claimed by another publisher). A failing head so blocks only its own key.
+   */
+  protected claimableWhere(table: string, m = 'm'): string {
     const q = (c: string) => this.quote(c);
-    return `${q('status')} = 'pending' AND ${q('available_at')} <= ${this.nowMs} AND (${q('claimed_until')} IS NULL OR ${q('claimed_until')} < ${this.nowMs})`;
+    const now = this.nowMs;
+    return (
+      `${m}.${q('status')} = 'pending' AND ${m}.${q('available_at')} <= ${now} AND (${m}.${q('claimed_until')} IS NULL OR ${m}.${q('claimed_until')} < ${now})` +
+      ` AND (${m}.${q('ordering_key')} IS NULL OR NOT EXISTS (SELECT 1 FROM ${this.quoteTable(table)} e WHERE e.${q('ordering_key')} = ${m}.${q('ordering_key')}` +
+      ` AND e.${q('status')} IN ('pending', 'dead') AND e.${q('seq')} < ${m}.${q('seq')}` +
+      ` AND (e.${q('status')} = 'dead' OR e.${q('available_at')} > ${now} OR e.${q('claimed_until')} >= ${now})))`
+    );
+  }
+
+  /**
+   * Of the rows this claim locked, keeps only the keyed ones with no earlier unsent row of their key outside the
+   * locked set (such a row is held by a concurrent claim that has not committed yet). Returns the kept seqs.
+   */
+  protected async keepKeyPrefixes(tx: EntityManager, table: string, locked: ReadonlyArray<{ seq: string; key: string | null }>): Promise<Set<string>> {
+    const keep = new Set(locked.map((r) => r.seq));
+    const keys = [...new Set(locked.map((r) => r.key).filter((k): k is string => k !== null))];
+    if (keys.length === 0) return keep;
+    const q = (c: string) => this.quote(c);
+    const params = [...keys];
+    const { records } = await this.execute(
+      tx,
+      `SELECT ${q('ordering_key')} AS ${q('k')}, MIN(${q('seq')}) AS ${q('first')} FROM ${this.quoteTable(table)} WHERE ${q('ordering_key')} IN (${keys.map((_, i) => this.param(i + 1)).join(', ')}) AND ${q('status')} IN ('pending', 'dead') AND ${q('seq')} NOT IN (${locked.map((r) => checkedSeq(r.seq)).join(', ')}) GROUP BY ${q('ordering_key')}`,
+      params,
+    );
+    const firstBlocker = new Map<string, bigint>(records.map((r) => [String(r.k), BigInt(String(r.first))]));
+    for (const row of locked) {
+      const blocker = row.key === null ? undefined : firstBlocker.get(row.key);
+      if (blocker !== undefined && BigInt(row.seq) > blocker) keep.delete(row.seq);
+    }
+    return keep;
   }
 
   protected readonly claimedColumns = ['seq', 'message_id', 'pattern', 'payload', 'headers', 'ordering_key', 'attempts'];

@@ -24,12 +24,15 @@ export class SqliteOutboxDialect extends SqlOutboxDialect {
     const { records } = await this.execute(
       manager,
       `UPDATE ${this.quoteTable(table)} SET ${q('claimed_by')} = ?, ${q('claimed_until')} = ${this.nowMs} + ?, ${q('attempts')} = ${q('attempts')} + 1
-       WHERE ${q('seq')} IN (SELECT ${q('seq')} FROM ${this.quoteTable(table)} WHERE ${this.claimableWhere()} ORDER BY ${q('seq')} LIMIT ${Math.floor(limit)})
+       WHERE ${q('seq')} IN (SELECT m.${q('seq')} FROM ${this.quoteTable(table)} m WHERE ${this.claimableWhere(table)} ORDER BY m.${q('seq')} LIMIT ${Math.floor(limit)})
        RETURNING ${this.claimedColumns.map(q).join(', ')}`,
       [owner, leaseMs],
     );
     return records.map((r) => this.toClaimed(r)).sort((a, b) => Number(BigInt(a.seq) - BigInt(b.seq)));
   }
+
+  /** One writer at a time: nothing to skip. */
+  protected readonly skipLockedClause = '';
 
   protected uniqueViolationDetails(error: any) {
     const code = String(error?.code ?? '');

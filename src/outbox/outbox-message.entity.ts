@@ -10,12 +10,13 @@ export type OutboxMessageStatus = 'pending' | 'sent' | 'dead';
  * One event waiting to be published (or already published / dead). Written in the same transaction as the
  * state change it announces.
  *
- * Indexes: `claim` serves the publisher's query (pending and due, in write order); `key` serves per-key
- * ordering; `cleanup` serves retention of sent and dead rows. Times are epoch milliseconds on the database clock.
+ * Indexes: `claim` serves the publisher's query (pending rows in write order, so history rows are never
+ * scanned); `key` serves per-key ordering (only a key's unsent rows are probed); `cleanup` serves retention of
+ * sent rows. Times are epoch milliseconds on the database clock.
  */
 @Entity(OUTBOX_TABLE)
-@Index('IDX_outbox_messages_claim', ['status', 'availableAt', 'seq'])
-@Index('IDX_outbox_messages_key', ['key', 'seq'])
+@Index('IDX_outbox_messages_claim', ['status', 'seq'])
+@Index('IDX_outbox_messages_key', ['key', 'status', 'seq'])
 @Index('IDX_outbox_messages_cleanup', ['status', 'sentAt'])
 export class OutboxMessage {
   /** Write order. Also the primary key. */

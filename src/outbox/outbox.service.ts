@@ -5,7 +5,8 @@ import { OutboxInvalidMessageError, OutboxNoTransactionError } from '../errors';
 import { MESSAGE_ID_HEADER } from '../outbox.constants';
 import { OutboxPublisher } from '../publisher/outbox-publisher';
 import { currentTransaction } from '../transaction/transaction-context';
-import { OutboxTransactionOptions, runInTransaction } from '../transaction/transaction-runner';
+import type { OutboxStats } from '../dialects/outbox-dialect';
+import { OutboxTransactionOptions, runInTransaction, runOnConnection } from '../transaction/transaction-runner';
 import { newMessageId } from './message-id';
 import { OutboxDatabase } from './outbox-database';
 import { serializeJson } from './serialize-json';
@@ -97,6 +98,15 @@ export class OutboxService {
     await this.database.dialect.insert(manager, this.database.table, [row]);
     if (context && context.manager === manager && !context.afterCommit.includes(this.wake)) context.afterCommit.push(this.wake);
     return row.messageId;
+  }
+
+  /**
+   * Counts of the outbox: pending, due now, in flight (claimed under a live lease), dead, and the age of the oldest
+   * pending message (the relay's lag), all on the database clock. One indexed query.
+   */
+  stats(): Promise<OutboxStats> {
+    const { dataSource, dialect, table } = this.database;
+    return runOnConnection(dataSource, (m) => dialect.stats(m, table));
   }
 
   /** Runs publish passes now until nothing is due; resolves with the number of messages published. */

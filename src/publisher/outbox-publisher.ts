@@ -10,8 +10,9 @@ import { ModuleRef } from '@nestjs/core';
 import type { ClientProxy } from '@nestjs/microservices';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { randomUUID } from 'node:crypto';
-import { lastValueFrom, Observable, timeout, TimeoutError } from 'rxjs';
+import { EventEmitter } from 'node:events';
 import type { ClaimedOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
+import { PostgresWakeup } from '../dialects/postgres.wakeup';
 import { OutboxConfigurationError, OutboxNonRetryableError, OutboxPublishTimeoutError } from '../errors';
 import { OUTBOX_OPTIONS, OUTBOX_PUBLISHER_JOB } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
@@ -19,9 +20,11 @@ import { OutboxDatabase } from '../outbox/outbox-database';
 import { SerialQueue } from '../transaction/serial-queue';
 import { outsideTransactionContext } from '../transaction/transaction-context';
 import { runOnConnection } from '../transaction/transaction-runner';
+import { dispatchEvent } from '../transports/dispatch';
 import type { OutboxTransport } from '../transports/outbox-transport';
 import { resolveTransport } from '../transports/resolve-transport';
 import { retryDelay } from './backoff';
+import type { OutboxPublisherEvents } from './publisher-events';
 
 /** Outcome of one publish pass. */
 export interface OutboxPassResult {
@@ -30,19 +33,39 @@ export interface OutboxPassResult {
   failed: number;
   /** Rows whose claim was taken over by another publisher before this one could mark them (lease lost). */
   fenced: number;
+  /** Claimed rows released unstarted (shutdown, a failed earlier message of their key, or too little lease left). */
+  released: number;
 }
 
+/** What happened to the rows of one claimed batch. */
+interface BatchOutcome {
+  sent: ClaimedOutboxRow[];
+  failures: Array<{ row: ClaimedOutboxRow; failure: OutboxFailure }>;
+  unstarted: ClaimedOutboxRow[];
+}
+
+/** Margin kept between the end of the longest possible publish and the end of the lease. */
+const LEASE_SAFETY_MS = 500;
+
 /**
- * Relays due outbox rows to the broker. Each pass claims a batch (exclusive claim with a lease on the database
- * clock, fenced by a per-pass owner token), publishes it concurrently, waits for every confirmation (bounded by
- * `publishTimeout`) and marks the batch in one statement; failures are rescheduled with backoff or marked dead.
+ * Relays due outbox rows to the broker. Each pass claims a batch (an exclusive claim under row locks, with a lease
+ * computed on the database clock and a per-pass owner token), publishes it concurrently — a key's rows one after
+ * another, in order, different keys and unkeyed rows in parallel — waits for every confirmation (bounded by
+ * `publishTimeout`), then marks the batch in one statement per outcome, fenced by the owner token: failures are
+ * rescheduled with backoff or marked dead; rows not started are released.
  *
  * The loop is registered in `SchedulerRegistry` (when `ScheduleModule.forRoot()` is imported) under
- * `nestjs-outbox:publisher`; passes never overlap. Steps are `protected` so they can be overridden.
+ * `nestjs-outbox:publisher`; passes never overlap. Commits wake it at once; on PostgreSQL other replicas are woken
+ * by LISTEN/NOTIFY. Steps are `protected` so they can be overridden.
+ *
+ * Events (`publisher.on(name, listener)`): `leaseLost`, `dead`, `retry` — see `OutboxPublisherEvents`.
  */
 @Injectable()
 export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy {
   protected readonly logger = new Logger('OutboxPublisher');
+  protected readonly events = new EventEmitter();
+  /** Identifies this process's publisher (its own NOTIFYs are ignored). */
+  readonly instanceId = randomUUID();
   private readonly passes = new SerialQueue();
   private client?: ClientProxy;
   private transport?: OutboxTransport;
@@ -53,13 +76,16 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   private wakeScheduled = false;
   private failingSince?: number;
   private lastFailureLog = 0;
+  private wakeup?: PostgresWakeup;
 
   constructor(
     @Inject(OUTBOX_OPTIONS) protected readonly options: ResolvedOutboxOptions,
     protected readonly database: OutboxDatabase,
     protected readonly moduleRef: ModuleRef,
     @Optional() protected readonly schedulerRegistry?: SchedulerRegistry,
-  ) {}
+  ) {
+    this.events.on('error', (error) => this.logger.error(`An outbox event listener failed: ${(error as Error)?.message ?? error}`));
+  }
 
   /** Name of the loop in `SchedulerRegistry`. */
   get jobName(): string {
@@ -67,8 +93,32 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     return ds && ds !== 'default' ? `${OUTBOX_PUBLISHER_JOB}:${ds}` : OUTBOX_PUBLISHER_JOB;
   }
 
+  /** Subscribes to a publisher event. */
+  on<E extends keyof OutboxPublisherEvents>(event: E, listener: (payload: OutboxPublisherEvents[E]) => void): this {
+    this.events.on(event, listener);
+    return this;
+  }
+
+  /** Unsubscribes from a publisher event. */
+  off<E extends keyof OutboxPublisherEvents>(event: E, listener: (payload: OutboxPublisherEvents[E]) => void): this {
+    this.events.off(event, listener);
+    return this;
+  }
+
+  protected emitEvent<E extends keyof OutboxPublisherEvents>(event: E, payload: OutboxPublisherEvents[E]): void {
+    try {
+      this.events.emit(event, payload);
+    } catch (error) {
+      this.logger.error(`A '${event}' listener threw: ${(error as Error)?.message ?? error}`);
+    }
+  }
+
   onApplicationBootstrap(): void {
     if (this.options.client !== undefined) this.resolveClient();
+    if (this.database.dialect.name === 'postgres' && this.options.publisher.notify) {
+      this.wakeup = new PostgresWakeup(this.database.dataSource, this.database.table, this.instanceId);
+      if (this.options.publisher.enabled) void this.wakeup.listen(() => this.trigger());
+    }
     if (!this.options.publisher.enabled) return;
     this.stopped = false;
     this.timer = setInterval(() => this.trigger(), this.options.publisher.pollingInterval);
@@ -85,7 +135,10 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     this.trigger();
   }
 
-  /** Stops claiming, then waits for the pass in flight to settle — before `ClientsModule` closes its clients. */
+  /**
+   * Stops claiming, lets the publishes in flight settle and releases the claimed rows that were not started —
+   * all before `ClientsModule` closes its clients (in `onApplicationShutdown`).
+   */
   async onModuleDestroy(): Promise<void> {
     this.stopped = true;
     if (this.timer) {
@@ -93,11 +146,16 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
       else clearInterval(this.timer);
       this.timer = undefined;
     }
+    await this.wakeup?.close();
     await this.draining;
   }
 
-  /** Asks for a pass as soon as possible (after a commit that wrote outbox rows). Coalesced; a hint only. */
+  /**
+   * Asks for a pass as soon as possible (after a commit that wrote outbox rows) and, on PostgreSQL, wakes the other
+   * replicas with NOTIFY. Coalesced; a hint only.
+   */
   wake(): void {
+    this.wakeup?.notify();
     if (this.stopped || !this.options.publisher.enabled || this.wakeScheduled) return;
     this.wakeScheduled = true;
     outsideTransactionContext(() =>
@@ -115,7 +173,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     for (;;) {
       const result = await this.runPass();
       total += result.published;
-      if (result.claimed < this.options.publisher.batchSize) return total;
+      if (result.claimed < this.options.publisher.batchSize || result.published === 0) return total;
     }
   }
 
@@ -150,30 +208,89 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     } while (this.again && !this.stopped);
   }
 
-  /** Claim, publish concurrently, mark. */
+  /** Claim, publish concurrently (in order within a key), mark. */
   protected async pass(): Promise<OutboxPassResult> {
     const client = this.resolveClient();
     const { dataSource, dialect, table } = this.database;
     const owner = randomUUID();
     const { batchSize, leaseDuration } = this.options.publisher;
+    // The lease ends `leaseDuration` after the database evaluated the claim, which is after this instant.
+    const leaseDeadline = Date.now() + leaseDuration;
     const rows = await runOnConnection(dataSource, (m) => dialect.claim(m, { table, owner, limit: batchSize, leaseMs: leaseDuration }));
-    if (rows.length === 0) return { claimed: 0, published: 0, failed: 0, fenced: 0 };
+    if (rows.length === 0) return { claimed: 0, published: 0, failed: 0, fenced: 0, released: 0 };
 
-    const outcomes = await Promise.all(rows.map((row) => this.publish(client, row).then(() => undefined, (error: unknown) => error)));
-    const sent: string[] = [];
-    const failures: OutboxFailure[] = [];
-    outcomes.forEach((error, i) => {
-      const row = rows[i];
-      if (error === undefined) sent.push(row.seq);
-      else failures.push(this.toFailure(row, error));
-    });
+    const outcome = await this.publishBatch(client, rows, leaseDeadline);
+    return this.complete(owner, rows, outcome);
+  }
 
-    const marked = await runOnConnection(dataSource, (m) => dialect.markSent(m, table, owner, sent));
+  /**
+   * Publishes a claimed batch: unkeyed rows all at once, each key's rows in sequence (a failure stops its key; the
+   * rest of that key is left unstarted). A row is started only while the publisher runs and the lease has more
+   * than `publishTimeout` left.
+   */
+  protected async publishBatch(client: ClientProxy, rows: ClaimedOutboxRow[], leaseDeadline: number): Promise<BatchOutcome> {
+    const outcome: BatchOutcome = { sent: [], failures: [], unstarted: [] };
+    const timeoutMs = this.options.publisher.publishTimeout;
+    const mayStart = () => !this.stopped && Date.now() + timeoutMs + LEASE_SAFETY_MS <= leaseDeadline;
+    const attempt = async (row: ClaimedOutboxRow): Promise<boolean> => {
+      try {
+        await this.publish(client, row);
+        outcome.sent.push(row);
+        return true;
+      } catch (error) {
+        outcome.failures.push({ row, failure: this.toFailure(row, error) });
+        return false;
+      }
+    };
+    const chains = new Map<string, ClaimedOutboxRow[]>();
+    const work: Promise<unknown>[] = [];
+    for (const row of rows) {
+      if (row.key === null) {
+        if (mayStart()) work.push(attempt(row));
+        else outcome.unstarted.push(row);
+      } else {
+        const chain = chains.get(row.key);
+        if (chain) chain.push(row);
+        else chains.set(row.key, [row]);
+      }
+    }
+    for (const chain of chains.values()) {
+      work.push(
+        (async () => {
+          for (let i = 0; i < chain.length; i++) {
+            if (!mayStart()) {
+              outcome.unstarted.push(...chain.slice(i));
+              return;
+            }
+            if (!(await attempt(chain[i]))) {
+              outcome.unstarted.push(...chain.slice(i + 1));
+              return;
+            }
+          }
+        })(),
+      );
+    }
+    await Promise.all(work);
+    return outcome;
+  }
+
+  /** Writes a batch's outcome back, fenced by the claim's owner token, and reports what happened. */
+  protected async complete(owner: string, rows: ClaimedOutboxRow[], outcome: BatchOutcome): Promise<OutboxPassResult> {
+    const { dataSource, dialect, table } = this.database;
+    const sentSeqs = outcome.sent.map((r) => r.seq);
+    const failures = outcome.failures.map((f) => f.failure);
+    const deleteOnPublish = this.options.cleanup.deleteOnPublish;
+    const marked = await runOnConnection(dataSource, (m) =>
+      deleteOnPublish ? dialect.deleteSent(m, table, owner, sentSeqs) : dialect.markSent(m, table, owner, sentSeqs),
+    );
     const rescheduled = await runOnConnection(dataSource, (m) => dialect.markFailed(m, table, owner, failures));
-    const fenced = sent.length - marked + (failures.length - rescheduled);
-    if (fenced > 0) this.reportLostLease(fenced, rows.length);
-    for (const failure of failures) this.reportPublishFailure(failure);
-    return { claimed: rows.length, published: marked, failed: failures.length, fenced };
+    const released = await runOnConnection(dataSource, (m) =>
+      dialect.release(m, table, owner, outcome.unstarted.map((r) => r.seq)),
+    );
+    const fenced = sentSeqs.length - marked + (failures.length - rescheduled) + (outcome.unstarted.length - released);
+    if (fenced > 0) this.reportLostLease(owner, rows, fenced);
+    for (const { row, failure } of outcome.failures) this.reportPublishFailure(row, failure);
+    return { claimed: rows.length, published: marked, failed: failures.length, fenced, released };
   }
 
   /** Publishes one row and resolves once the transport has confirmed it (or rejects on error / timeout). */
@@ -186,34 +303,56 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
       key: row.key,
     });
     const timeoutMs = this.options.publisher.publishTimeout;
-    const result$: Observable<unknown> = client.emit(row.pattern, record).pipe(timeout({ first: timeoutMs }));
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new OutboxPublishTimeoutError(`No confirmation within ${timeoutMs} ms (outcome unknown; will retry)`)),
+        timeoutMs,
+      );
+    });
     try {
-      await lastValueFrom(result$, { defaultValue: undefined });
-    } catch (error) {
-      if (error instanceof TimeoutError) {
-        throw new OutboxPublishTimeoutError(`No confirmation within ${timeoutMs} ms (outcome unknown; will retry)`);
-      }
-      throw error;
+      await Promise.race([dispatchEvent(client, row.pattern, record), timedOut]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
   protected toFailure(row: ClaimedOutboxRow, error: unknown): OutboxFailure {
     const retry = this.options.retry;
     const dead = error instanceof OutboxNonRetryableError || row.attempts >= retry.maxAttempts;
-    const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    const text =
+      error instanceof Error ? `${error.name}: ${error.message}` : typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
     return { seq: row.seq, error: text, dead, retryDelay: dead ? 0 : retryDelay(row.attempts, retry) };
   }
 
-  protected reportPublishFailure(failure: OutboxFailure): void {
-    if (failure.dead) this.logger.error(`Outbox message #${failure.seq} is dead after its last attempt: ${failure.error}`);
-    else this.logger.warn(`Outbox message #${failure.seq} failed to publish, retrying in ${failure.retryDelay} ms: ${failure.error}`);
+  protected reportPublishFailure(row: ClaimedOutboxRow, failure: OutboxFailure): void {
+    if (failure.dead) {
+      this.logger.error(
+        `Outbox message ${row.messageId} ('${row.pattern}') is dead after ${row.attempts} attempt(s): ${failure.error}. ` +
+          'List, requeue or purge it with OutboxDeadLetters.',
+      );
+      this.emitEvent('dead', { messageId: row.messageId, pattern: row.pattern, key: row.key, attempts: row.attempts, error: failure.error });
+    } else {
+      this.logger.warn(
+        `Outbox message ${row.messageId} ('${row.pattern}') failed attempt ${row.attempts}, retrying in ${failure.retryDelay} ms: ${failure.error}`,
+      );
+      this.emitEvent('retry', {
+        messageId: row.messageId,
+        pattern: row.pattern,
+        attempts: row.attempts,
+        retryDelay: failure.retryDelay,
+        error: failure.error,
+      });
+    }
   }
 
-  protected reportLostLease(fenced: number, claimed: number): void {
+  protected reportLostLease(owner: string, rows: ClaimedOutboxRow[], lost: number): void {
     this.logger.error(
-      `Lost the lease on ${fenced} of ${claimed} claimed outbox messages before marking them: another publisher took ` +
-        'them over, so they may be published twice. Raise publisher.leaseDuration or lower publisher.publishTimeout.',
+      `Lost the lease on ${lost} of ${rows.length} claimed outbox messages before marking them: another publisher took ` +
+        'them over, so they may be published twice (consumers deduplicate by message id). ' +
+        'Raise publisher.leaseDuration or lower publisher.publishTimeout, and check for event-loop stalls.',
     );
+    this.emitEvent('leaseLost', { owner, lost, messageIds: rows.map((r) => r.messageId) });
   }
 
   /** Logs a failing pass (database unreachable, …) at most once a minute while it keeps failing. */

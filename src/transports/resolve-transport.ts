@@ -2,6 +2,9 @@ import { ClientKafka, ClientMqtt, ClientNats, ClientProxy, ClientRedis, ClientRM
 import { OutboxConfigurationError } from '../errors';
 import type { OutboxTransportName } from '../outbox.options';
 import { EnvelopeOutboxTransport } from './envelope.transport';
+import { KafkaOutboxTransport } from './kafka.transport';
+import { MqttOutboxTransport } from './mqtt.transport';
+import { NatsOutboxTransport } from './nats.transport';
 import type { OutboxTransport } from './outbox-transport';
 import { RmqOutboxTransport } from './rmq.transport';
 
@@ -25,6 +28,12 @@ export function resolveTransport(name: OutboxTransportName | 'auto', client: Cli
     case 'tcp':
     case 'redis':
       return new EnvelopeOutboxTransport(resolved);
+    case 'nats':
+      return new NatsOutboxTransport();
+    case 'mqtt':
+      return new MqttOutboxTransport();
+    case 'kafka':
+      return new KafkaOutboxTransport();
     case undefined:
       throw new OutboxConfigurationError(
         `OutboxModule could not detect the transport of client ${client?.constructor?.name ?? typeof client}. ` +
@@ -32,7 +41,7 @@ export function resolveTransport(name: OutboxTransportName | 'auto', client: Cli
       );
     default:
       throw new OutboxConfigurationError(
-        `OutboxModule transport '${resolved}' is not supported yet. Use 'rmq', 'tcp' or 'redis'.`,
+        `OutboxModule transport '${String(resolved)}' is unknown. Use 'rmq', 'tcp', 'nats', 'mqtt', 'redis' or 'kafka'.`,
       );
   }
 }

@@ -1,0 +1,89 @@
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy, Optional } from '@nestjs/common';
+import { SchedulerRegistry } from '@nestjs/schedule';
+import { OUTBOX_OPTIONS } from '../outbox.constants';
+import type { ResolvedOutboxOptions } from '../outbox.options';
+import { OutboxDatabase } from '../outbox/outbox-database';
+import { SerialQueue } from '../transaction/serial-queue';
+import { outsideTransactionContext } from '../transaction/transaction-context';
+import { OutboxCleanupRegistry } from './outbox-cleanup.registry';
+import { OutboxRetentionTask } from './outbox-retention.task';
+
+/** Name under which the scheduled cleanup is registered in `SchedulerRegistry`. */
+export const OUTBOX_CLEANUP_JOB = 'nestjs-outbox:cleanup';
+
+/** Most batches one task deletes per run, so a large backlog is worked off over several runs. */
+const MAX_BATCHES_PER_RUN = 100;
+
+/**
+ * The scheduled cleanup: every `cleanup.interval` it runs each registered `OutboxCleanupTask` (sent outbox rows
+ * past `cleanup.retention`, expired idempotency records, …) in batches of `cleanup.batchSize`, one short
+ * transaction each, until a batch comes back short. Runs never overlap; replicas skip each other's rows.
+ */
+@Injectable()
+export class OutboxCleanupScheduler implements OnApplicationBootstrap, OnModuleDestroy {
+  protected readonly logger = new Logger('OutboxCleanup');
+  private readonly runs = new SerialQueue();
+  private timer?: NodeJS.Timeout;
+  private stopped = false;
+
+  constructor(
+    @Inject(OUTBOX_OPTIONS) protected readonly options: ResolvedOutboxOptions,
+    protected readonly database: OutboxDatabase,
+    protected readonly registry: OutboxCleanupRegistry,
+    @Optional() protected readonly schedulerRegistry?: SchedulerRegistry,
+  ) {}
+
+  get jobName(): string {
+    const ds = this.database.name;
+    return ds && ds !== 'default' ? `${OUTBOX_CLEANUP_JOB}:${ds}` : OUTBOX_CLEANUP_JOB;
+  }
+
+  onApplicationBootstrap(): void {
+    if (!this.options.cleanup.deleteOnPublish) {
+      this.registry.register(new OutboxRetentionTask(this.database, this.options.cleanup.retention));
+    }
+    if (!this.options.cleanup.enabled) return;
+    this.timer = setInterval(() => {
+      this.runOnce().catch((error) => this.logger.error(`Cleanup run failed (will retry): ${(error as Error)?.message ?? error}`));
+    }, this.options.cleanup.interval);
+    this.timer.unref?.();
+    if (this.schedulerRegistry && !this.schedulerRegistry.doesExist('interval', this.jobName)) {
+      this.schedulerRegistry.addInterval(this.jobName, this.timer);
+    }
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) {
+      if (this.schedulerRegistry?.doesExist('interval', this.jobName)) this.schedulerRegistry.deleteInterval(this.jobName);
+      else clearInterval(this.timer);
+      this.timer = undefined;
+    }
+    await this.runs.run(async () => undefined);
+  }
+
+  /** Runs every registered task now; resolves with the rows deleted per task name. */
+  runOnce(): Promise<Record<string, number>> {
+    return outsideTransactionContext(() =>
+      this.runs.run(async () => {
+        const deleted: Record<string, number> = {};
+        const batchSize = this.options.cleanup.batchSize;
+        for (const task of this.registry.all()) {
+          let total = 0;
+          try {
+            for (let i = 0; i < MAX_BATCHES_PER_RUN && !this.stopped; i++) {
+              const n = await task.deleteBatch(batchSize);
+              total += n;
+              if (n < batchSize) break;
+              await new Promise((resolve) => setImmediate(resolve));
+            }
+          } catch (error) {
+            this.logger.error(`Cleanup task '${task.name}' failed (will retry next run): ${(error as Error)?.message ?? error}`);
+          }
+          deleted[task.name] = total;
+        }
+        return deleted;
+      }),
+    );
+  }
+}

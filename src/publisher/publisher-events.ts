@@ -1,0 +1,35 @@
+/** Reported when a publisher could not mark rows it published because its claim was taken over (lease lost). */
+export interface OutboxLeaseLostEvent {
+  /** Fencing token of the claim that was lost. */
+  owner: string;
+  /** Message ids of the batch whose completion write was refused (some may have been marked by the new owner). */
+  messageIds: string[];
+  /** Number of rows whose completion write was refused. */
+  lost: number;
+}
+
+/** Reported when a message exhausted its attempts, or failed with `OutboxNonRetryableError`. */
+export interface OutboxDeadEvent {
+  messageId: string;
+  pattern: string;
+  key: string | null;
+  attempts: number;
+  error: string;
+}
+
+/** Reported for each failed attempt that will be retried. */
+export interface OutboxRetryEvent {
+  messageId: string;
+  pattern: string;
+  attempts: number;
+  /** Milliseconds until the next attempt. */
+  retryDelay: number;
+  error: string;
+}
+
+/** Events of `OutboxPublisher` (`publisher.on('leaseLost', listener)`). */
+export interface OutboxPublisherEvents {
+  leaseLost: OutboxLeaseLostEvent;
+  dead: OutboxDeadEvent;
+  retry: OutboxRetryEvent;
+}

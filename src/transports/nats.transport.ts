@@ -1,0 +1,28 @@
+import { NatsRecord, NatsRecordBuilder } from '@nestjs/microservices';
+import { MESSAGE_ID_HEADER } from '../outbox.constants';
+import type { OutboxTransport, OutgoingOutboxMessage } from './outbox-transport';
+
+type NatsHeaders = { set(name: string, value: string): void };
+
+/**
+ * NATS: the id travels as the `x-message-id` message header (NATS 2.2+ headers), beside the caller's headers.
+ * Core NATS publishes are fire-and-forget: a completed publish only proves the bytes left the process.
+ */
+export class NatsOutboxTransport implements OutboxTransport {
+  readonly name = 'nats' as const;
+
+  constructor(private readonly createHeaders: () => NatsHeaders = loadNatsHeaders) {}
+
+  toRecord(message: OutgoingOutboxMessage): NatsRecord {
+    const headers = this.createHeaders();
+    for (const [name, value] of Object.entries(message.headers)) headers.set(name, value);
+    headers.set(MESSAGE_ID_HEADER, message.messageId);
+    return new NatsRecordBuilder(message.payload).setHeaders(headers).build();
+  }
+}
+
+function loadNatsHeaders(): NatsHeaders {
+  // `nats` is the app's dependency (an optional peer here), loaded only when a NATS client is used.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return (require('nats') as { headers: () => NatsHeaders }).headers();
+}
