@@ -21,6 +21,8 @@ module.exports = {
       roots: ['<rootDir>/test'],
       testMatch: ['**/*.e2e-spec.ts'],
       transform,
+      // The sample imports the library by its package name, as an installed app would; tests map it to src.
+      moduleNameMapper: { '^nestjs-outbox$': '<rootDir>/src/index.ts' },
     },
   ],
 };

@@ -1,0 +1,45 @@
+import { DynamicModule, Module } from '@nestjs/common';
+import { ClientsModule } from '@nestjs/microservices';
+import { ScheduleModule } from '@nestjs/schedule';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { OutboxModule } from 'nestjs-outbox';
+import { brokerClientOptions, SampleConfig } from './config';
+import { CustomerTotals } from './customers/customer-totals.entity';
+import { CustomersController } from './customers/customers.controller';
+import { DeliveryLog } from './customers/delivery-log';
+import { DeliveryLogInterceptor } from './customers/delivery-log.interceptor';
+import { OrderPlacedConsumer } from './customers/order-placed.consumer';
+import { Order } from './orders/order.entity';
+import { OrdersController } from './orders/orders.controller';
+import { OrdersService } from './orders/orders.service';
+import { OutboxController } from './outbox/outbox.controller';
+import { Charge } from './payments/charge.entity';
+import { PaymentsController } from './payments/payments.controller';
+import { Account } from './signups/account.entity';
+import { SignupsController } from './signups/signups.controller';
+
+/** Injection token of the broker client the outbox publishes through. */
+export const BROKER = 'BROKER';
+
+const ENTITIES = [Order, CustomerTotals, Charge, Account];
+
+/** The shop: TypeORM + the broker client + the scheduler + the outbox, then the shop's own controllers. */
+@Module({})
+export class SampleAppModule {
+  static forRoot(config: SampleConfig): DynamicModule {
+    return {
+      module: SampleAppModule,
+      imports: [
+        // `autoLoadEntities` picks up the library's entities (outbox rows, idempotency records). `synchronize`
+        // creates the tables at start — fine for a sample; use migrations in production.
+        TypeOrmModule.forRoot({ ...config.database, entities: ENTITIES, autoLoadEntities: true, synchronize: true, logging: false }),
+        TypeOrmModule.forFeature(ENTITIES),
+        ClientsModule.register([{ name: BROKER, ...brokerClientOptions(config.broker) }]),
+        ScheduleModule.forRoot(),
+        OutboxModule.forRoot({ client: BROKER, isGlobal: true }),
+      ],
+      controllers: [OrdersController, OrderPlacedConsumer, CustomersController, PaymentsController, SignupsController, OutboxController],
+      providers: [OrdersService, DeliveryLog, DeliveryLogInterceptor],
+    };
+  }
+}

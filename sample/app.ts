@@ -1,0 +1,43 @@
+import type { INestApplication, LoggerService, LogLevel } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { MicroserviceOptions, Transport } from '@nestjs/microservices';
+import { OutboxEnvelopeDeserializer } from 'nestjs-outbox';
+import { SampleAppModule } from './app.module';
+import type { SampleBroker, SampleConfig } from './config';
+import { ProblemDetailsFilter } from './http/problem-details.filter';
+import { sampleValidationPipe } from './http/validation';
+
+/**
+ * Builds the shop as a hybrid app: the HTTP API, plus the `OrderPlaced` consumer as a microservice of the same
+ * process on the configured broker. Call `startAllMicroservices()` and `listen()` (or `init()`) next.
+ */
+export async function createSampleApp(
+  config: SampleConfig,
+  options: { logger?: LoggerService | LogLevel[] | false } = {},
+): Promise<INestApplication> {
+  const app = await NestFactory.create(SampleAppModule.forRoot(config), { logger: options.logger, abortOnError: false });
+  app.useGlobalPipes(sampleValidationPipe());
+  app.useGlobalFilters(new ProblemDetailsFilter(app.getHttpAdapter()));
+  app.connectMicroservice<MicroserviceOptions>(consumerOptions(config.broker));
+  app.enableShutdownHooks();
+  return app;
+}
+
+/** The consumer's side of the broker: the producer's connection options plus what a safe consumer needs. */
+export function consumerOptions(broker: SampleBroker): MicroserviceOptions {
+  switch (broker.transport) {
+    case Transport.TCP:
+    case Transport.REDIS:
+      // No header channel on these transports: the outbox wraps each message in an envelope carrying its id,
+      // which this deserializer unwraps (the handler gets the payload; @Idempotent() gets the id).
+      return { transport: broker.transport, options: { ...broker.options, deserializer: new OutboxEnvelopeDeserializer() } } as MicroserviceOptions;
+    case Transport.RMQ:
+      // Acknowledge after the handler's transaction committed, not on delivery: with auto-ack a crash mid-handler
+      // loses the message, and the dedup record protects nothing.
+      return { transport: Transport.RMQ, options: { ...broker.options, noAck: false, prefetchCount: 20 } } as MicroserviceOptions;
+    case Transport.MQTT:
+      return { transport: Transport.MQTT, options: { ...broker.options, subscribeOptions: { qos: 1 } } } as MicroserviceOptions;
+    default:
+      return { transport: broker.transport, options: { ...broker.options } } as MicroserviceOptions;
+  }
+}

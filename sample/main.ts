@@ -1,0 +1,24 @@
+import { Logger } from '@nestjs/common';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { createSampleApp } from './app';
+import { readSampleConfig } from './config';
+
+/** `npm run sample`: the shop on http://localhost:3000 (SQLite file + in-process TCP consumer unless told otherwise). */
+async function main(): Promise<void> {
+  const config = readSampleConfig();
+  if (config.database.type === 'better-sqlite3') mkdirSync(dirname(config.database.database), { recursive: true });
+  const app = await createSampleApp(config);
+  await app.startAllMicroservices();
+  await app.listen(config.port);
+  const logger = new Logger('SampleShop');
+  logger.log(`Listening on http://localhost:${config.port}`);
+  logger.log(`Database: ${config.databaseLabel}`);
+  logger.log(`Broker:   ${config.broker.label}`);
+  logger.log('Try it: npm run sample:demo   (or see "Sample" in README.md for curl commands)');
+}
+
+main().catch((error) => {
+  console.error(error instanceof Error && error.name === 'SampleConfigError' ? error.message : error);
+  process.exit(1);
+});
