@@ -4,4 +4,6 @@ import type { Bench } from './bench-kit';
  * Every benchmark by name, loaded on demand. Each module's default export runs it against a baseline measured in
  * the same run and returns the table and JSON fields.
  */
-export const BENCHES: Record<string, () => Promise<{ default: Bench }>> = {};
+export const BENCHES: Record<string, () => Promise<{ default: Bench }>> = {
+  'idempotency-http': () => import('./idempotency-http.bench'),
+};

@@ -1,0 +1,99 @@
+import { fork } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import { createTestDatabase } from '../test/helpers/databases';
+import type { Bench, BenchResult } from './bench-kit';
+import { median } from './bench-kit';
+
+const DURATION_S = Number(process.env.BENCH_DURATION ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const CONNECTIONS = 10;
+
+type Variant = 'plain' | 'idempotent' | 'node-idempotency';
+const VARIANTS: Variant[] = ['plain', 'idempotent', 'node-idempotency'];
+
+/** One autocannon run against a route, every request with a fresh Idempotency-Key (the first-execution path). */
+async function load(base: string, variant: Variant, seconds: number): Promise<{ rps: number; p99: number; bad: number }> {
+  let n = 0;
+  const result = await autocannon({
+    url: `${base}/${variant}`,
+    method: 'POST',
+    connections: CONNECTIONS,
+    duration: seconds,
+    headers: { 'content-type': 'application/json' },
+    requests: [
+      {
+        setupRequest: (request: any) => ({
+          ...request,
+          headers: { ...request.headers, 'idempotency-key': randomUUID() },
+          body: JSON.stringify({ reference: `r-${n++}`, amount: 1 }),
+        }),
+      },
+    ],
+  });
+  return { rps: result.requests.average, p99: result.latency.p99, bad: result.non2xx + result.errors + result.timeouts };
+}
+
+/**
+ * `@Idempotent()` against the same POST handler (one insert in a transaction on PostgreSQL) without the decorator
+ * and with `@node-idempotency/nestjs` on Redis. Rounds are interleaved (plain, idempotent, peer, plain, …) so drift
+ * on this shared machine hits all three alike; the medians are compared.
+ */
+const bench: Bench = async (): Promise<BenchResult> => {
+  const db = await createTestDatabase('postgres');
+  const server = fork(join(__dirname, 'idempotency-http.server.ts'), [], {
+    execArgv: ['-r', 'ts-node/register/transpile-only'],
+    env: { ...process.env, BENCH_DB_OPTIONS: JSON.stringify(db.options) },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  try {
+    const port = await new Promise<number>((resolve, reject) => {
+      server.once('message', (m: any) => resolve(m.port));
+      server.once('exit', (code) => reject(new Error(`bench server exited with ${code}`)));
+    });
+    const base = `http://127.0.0.1:${port}`;
+    for (const variant of VARIANTS) await load(base, variant, 1); // warm-up (JIT, pools, Redis connection)
+
+    const runs: Record<Variant, Array<{ rps: number; p99: number; bad: number }>> = { plain: [], idempotent: [], 'node-idempotency': [] };
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const variant of VARIANTS) runs[variant].push(await load(base, variant, DURATION_S));
+    }
+    const rps = (v: Variant) => median(runs[v].map((r) => r.rps));
+    const p99 = (v: Variant) => median(runs[v].map((r) => r.p99));
+    const bad = (v: Variant) => runs[v].reduce((sum, r) => sum + r.bad, 0);
+    const plain = rps('plain');
+    const idempotent = rps('idempotent');
+    const peer = rps('node-idempotency');
+    const round2 = (x: number) => Math.round(x * 100) / 100;
+    return {
+      table: VARIANTS.map((v) => ({
+        variant: v,
+        'req/s (median)': Math.round(rps(v)),
+        'p99 ms': p99(v),
+        'non-2xx/errors': bad(v),
+        runs: runs[v].map((r) => Math.round(r.rps)).join(' / '),
+      })),
+      fields: {
+        plain_rps: Math.round(plain),
+        idempotent_rps: Math.round(idempotent),
+        node_idempotency_rps: Math.round(peer),
+        ratio_vs_plain: round2(idempotent / plain),
+        ratio_vs_node_idempotency: round2(idempotent / peer),
+        plain_p99_ms: p99('plain'),
+        idempotent_p99_ms: p99('idempotent'),
+        node_idempotency_p99_ms: p99('node-idempotency'),
+        errors: bad('plain') + bad('idempotent') + bad('node-idempotency'),
+        connections: CONNECTIONS,
+        duration_s: DURATION_S,
+        rounds: ROUNDS,
+      },
+    };
+  } finally {
+    server.send('stop');
+    await new Promise((resolve) => server.once('exit', resolve));
+    await db.drop();
+  }
+};
+
+export default bench;
