@@ -46,3 +46,5 @@ export { IDEMPOTENT_OPTIONS } from './idempotency/idempotency.constants';
 export { DEFAULT_IDEMPOTENCY_OPTIONS, IDEMPOTENT_REPLAYED_HEADER, MAX_IDEMPOTENCY_KEY_LENGTH } from './idempotency/idempotency.options';
 export type { IdempotencyDefaults, IdempotentOptions, ResolvedIdempotencyDefaults } from './idempotency/idempotency.options';
 export type { IdempotencyStore, IdempotencyAttempt, IdempotencyBegin, StoredIdempotencyRecord, NewIdempotencyRecord } from './idempotency/idempotency-store';
+export { OutboxHealthIndicator, DEFAULT_OUTBOX_HEALTH_THRESHOLDS } from './health/outbox-health.indicator';
+export type { OutboxHealthThresholds, OutboxHealthDetails } from './health/outbox-health.indicator';
