@@ -1,10 +1,13 @@
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import autocannon from 'autocannon';
 import { createTestDatabase } from '../test/helpers/databases';
 import type { Bench, BenchResult } from './bench-kit';
 import { median } from './bench-kit';
+
+// autocannon ships no type declarations.
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const autocannon: (options: Record<string, unknown>) => Promise<any> = require('autocannon');
 
 const DURATION_S = Number(process.env.BENCH_DURATION ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
