@@ -25,6 +25,7 @@ import type { OutboxTransport } from '../transports/outbox-transport';
 import { resolveTransport } from '../transports/resolve-transport';
 import { retryDelay } from './backoff';
 import type { OutboxPublisherEvents } from './publisher-events';
+import { hasChannelSubscribers, publishToChannel } from '../events/outbox-channels';
 
 /** Outcome of one publish pass. */
 export interface OutboxPassResult {
@@ -107,6 +108,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
 
   protected emitEvent<E extends keyof OutboxPublisherEvents>(event: E, payload: OutboxPublisherEvents[E]): void {
     try {
+      publishToChannel(event, payload);
       this.events.emit(event, payload);
     } catch (error) {
       this.logger.error(`A '${event}' listener threw: ${(error as Error)?.message ?? error}`);
@@ -289,6 +291,9 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     );
     const fenced = sentSeqs.length - marked + (failures.length - rescheduled) + (outcome.unstarted.length - released);
     if (fenced > 0) this.reportLostLease(owner, rows, fenced);
+    if (outcome.sent.length > 0 && (this.events.listenerCount('published') > 0 || hasChannelSubscribers('published'))) {
+      this.emitEvent('published', { owner, messages: outcome.sent.map(({ messageId, pattern, key, attempts }) => ({ messageId, pattern, key, attempts })) });
+    }
     for (const { row, failure } of outcome.failures) this.reportPublishFailure(row, failure);
     return { claimed: rows.length, published: marked, failed: failures.length, fenced, released };
   }

@@ -27,8 +27,19 @@ export interface OutboxRetryEvent {
   error: string;
 }
 
+/**
+ * Reported once per pass for the messages the broker confirmed (emitted only while someone listens, on the
+ * publisher or on the `nestjs-outbox:published` diagnostics channel).
+ */
+export interface OutboxPublishedEvent {
+  /** Fencing token of the claim they were published under. */
+  owner: string;
+  messages: Array<{ messageId: string; pattern: string; key: string | null; attempts: number }>;
+}
+
 /** Events of `OutboxPublisher` (`publisher.on('leaseLost', listener)`). */
 export interface OutboxPublisherEvents {
+  published: OutboxPublishedEvent;
   leaseLost: OutboxLeaseLostEvent;
   dead: OutboxDeadEvent;
   retry: OutboxRetryEvent;

@@ -1,0 +1,118 @@
+import 'reflect-metadata';
+import { randomUUID } from 'node:crypto';
+import { Controller, Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { Ctx, EventPattern, MicroserviceOptions, Payload, RmqContext, Transport } from '@nestjs/microservices';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { Idempotent, OutboxModule, OutboxService } from '../src';
+import { TestOrder } from '../test/fixtures/order.entity';
+import { deleteQueue, RABBITMQ_URL, uniqueQueue } from '../test/helpers/consumers';
+import { createTestDatabase } from '../test/helpers/databases';
+import type { Bench, BenchResult } from './bench-kit';
+import { median } from './bench-kit';
+
+const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 2000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const PREFETCH = 50;
+
+const handled = { plain: 0, idempotent: 0 };
+
+@Controller()
+class PlainConsumer {
+  constructor(private readonly outbox: OutboxService) {}
+
+  /** One insert in a transaction, acked after the commit (what a careful consumer does without dedup). */
+  @EventPattern('bench.plain')
+  async on(@Payload() data: { reference: string }, @Ctx() context: RmqContext) {
+    await this.outbox.transaction((manager) => manager.insert(TestOrder, { reference: data.reference, amount: 1 }));
+    context.getChannelRef().ack(context.getMessage());
+    handled.plain++;
+  }
+}
+
+@Controller()
+class IdempotentConsumer {
+  constructor(private readonly outbox: OutboxService) {}
+
+  /** The same insert, deduplicated by message id; the interceptor acks after the commit (manualAck). */
+  @EventPattern('bench.idempotent')
+  @Idempotent({ manualAck: true })
+  async on(@Payload() data: { reference: string }) {
+    await this.outbox.transaction((manager) => manager.insert(TestOrder, { reference: data.reference, amount: 1 }));
+    handled.idempotent++;
+  }
+}
+
+/**
+ * Messages through RabbitMQ (persistent, noAck: false, prefetch 50) to a Nest consumer doing one insert on
+ * PostgreSQL, with and without `@Idempotent()`. Each run publishes MESSAGES messages with distinct message ids and
+ * times until the last one is handled; runs alternate between the two handlers and the medians are compared.
+ */
+const bench: Bench = async (): Promise<BenchResult> => {
+  const db = await createTestDatabase('postgres');
+  const queue = uniqueQueue('bench-dedup');
+  @Module({
+    imports: [
+      TypeOrmModule.forRoot({ ...db.options, entities: [TestOrder], autoLoadEntities: true, synchronize: true, logging: false } as any),
+      OutboxModule.forRoot({ publisher: { enabled: false } }),
+    ],
+    controllers: [PlainConsumer, IdempotentConsumer],
+  })
+  class ConsumerModule {}
+  const app = await NestFactory.createMicroservice<MicroserviceOptions>(ConsumerModule, {
+    transport: Transport.RMQ,
+    options: { urls: [RABBITMQ_URL], queue, noAck: false, prefetchCount: PREFETCH, queueOptions: { durable: true } },
+    logger: ['error'],
+  });
+  await app.listen();
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const amqp = await (require('amqplib') as typeof import('amqplib')).connect(RABBITMQ_URL);
+  const channel = await amqp.createConfirmChannel();
+
+  const run = async (kind: 'plain' | 'idempotent', count: number): Promise<number> => {
+    const target = handled[kind] + count;
+    const started = process.hrtime.bigint();
+    for (let i = 0; i < count; i++) {
+      const messageId = randomUUID();
+      channel.sendToQueue(queue, Buffer.from(JSON.stringify({ pattern: `bench.${kind}`, data: { reference: messageId } })), { messageId, persistent: true });
+    }
+    await channel.waitForConfirms();
+    while (handled[kind] < target) await new Promise((r) => setTimeout(r, 2));
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    return count / seconds;
+  };
+
+  try {
+    await run('plain', 200); // warm-up
+    await run('idempotent', 200);
+    const rates = { plain: [] as number[], idempotent: [] as number[] };
+    for (let round = 0; round < ROUNDS; round++) {
+      rates.plain.push(await run('plain', MESSAGES));
+      rates.idempotent.push(await run('idempotent', MESSAGES));
+    }
+    const plain = median(rates.plain);
+    const idempotent = median(rates.idempotent);
+    return {
+      table: (['plain', 'idempotent'] as const).map((kind) => ({
+        consumer: kind === 'plain' ? 'plain (insert + ack)' : '@Idempotent() (record + insert, ack after commit)',
+        'msg/s (median)': Math.round(median(rates[kind])),
+        runs: rates[kind].map(Math.round).join(' / '),
+      })),
+      fields: {
+        plain_msg_s: Math.round(plain),
+        idempotent_msg_s: Math.round(idempotent),
+        ratio: Math.round((idempotent / plain) * 100) / 100,
+        messages: MESSAGES,
+        rounds: ROUNDS,
+        prefetch: PREFETCH,
+      },
+    };
+  } finally {
+    await amqp.close().catch(() => undefined);
+    await app.close();
+    await deleteQueue(queue);
+    await db.drop();
+  }
+};
+
+export default bench;
