@@ -54,9 +54,24 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
     }
   }
 
+  /**
+   * Creates the key-lock rows once (idempotent), so `emit()` with a key only ever updates an existing row: no
+   * first-insert races between writers.
+   */
+  async prepare(manager: EntityManager, table: string): Promise<void> {
+    const locks = this.quoteTable(this.keyLockTable(table));
+    const { records } = await this.execute(manager, `SELECT COUNT(*) AS ${this.quote('n')} FROM ${locks}`);
+    if (Number(records[0]?.n ?? 0) >= KEY_LOCK_BUCKETS) return;
+    const values = Array.from({ length: KEY_LOCK_BUCKETS }, (_, b) => `(${b}, 0)`).join(', ');
+    await this.execute(manager, `INSERT IGNORE INTO ${locks} (${this.quote('bucket')}, ${this.quote('n')}) VALUES ${values}`);
+  }
+
   async claim(manager: EntityManager, { table, owner, limit, leaseMs }: ClaimRequest): Promise<ClaimedOutboxRow[]> {
     const q = (c: string) => this.quote(c);
-    return this.inTransaction(manager, async (tx) => {
+    // READ COMMITTED: no gap locks, so claims, completion writes and inserts of new rows never deadlock.
+    const inTx = (work: (tx: EntityManager) => Promise<ClaimedOutboxRow[]>) =>
+      manager.queryRunner?.isTransactionActive ? work(manager) : manager.transaction('READ COMMITTED', work);
+    return inTx(async (tx) => {
       const { records } = await this.execute(
         tx,
         `SELECT ${this.claimedColumns.map((c) => `m.${q(c)}`).join(', ')} FROM ${this.quoteTable(table)} m WHERE ${this.claimableWhere(table)} ORDER BY m.${q('seq')} LIMIT ${Math.floor(limit)} FOR UPDATE SKIP LOCKED`,

@@ -75,6 +75,8 @@ export interface OutboxDialect {
   quote(identifier: string): string;
   /** Placeholder of the i-th (1-based) query parameter. */
   param(index: number): string;
+  /** Prepares what the dialect needs once at startup (MySQL: the key-lock rows). Idempotent. */
+  prepare(manager: EntityManager, table: string): Promise<void>;
   /** Inserts rows in one statement through `manager` (the caller's transaction). */
   insert(manager: EntityManager, table: string, rows: readonly NewOutboxRow[]): Promise<void>;
   /** Claims up to `limit` due, unclaimed, pending rows for `owner`, counting one attempt each. */

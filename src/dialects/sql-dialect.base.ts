@@ -95,6 +95,8 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
     }
   }
 
+  async prepare(_manager: EntityManager, _table: string): Promise<void> {}
+
   /**
    * Serializes writers of the same ordering keys until the caller's transaction ends, so a key's rows get their
    * sequence numbers in commit order. Keys arrive sorted (a fixed lock order within one call). Default: nothing

@@ -115,8 +115,10 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     }
   }
 
-  onApplicationBootstrap(): void {
+  async onApplicationBootstrap(): Promise<void> {
     if (this.options.client !== undefined) this.resolveClient();
+    const { dataSource, dialect, table } = this.database;
+    await runOnConnection(dataSource, (m) => dialect.prepare(m, table));
     if (this.database.dialect.name === 'postgres' && this.options.publisher.notify) {
       this.wakeup = new PostgresWakeup(this.database.dataSource, this.database.table, this.instanceId);
       if (this.options.publisher.enabled) void this.wakeup.listen(() => this.trigger());

@@ -1,0 +1,53 @@
+import type { INestApplication } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { OutboxMessage, OutboxService } from '../src';
+import { createOutboxTestingModule } from './fixtures/outbox-app';
+import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
+import { describeWith } from './helpers/services';
+
+const kinds: DatabaseKind[] = ['postgres', 'mariadb'];
+
+for (const kind of kinds) {
+  describeWith(servicesOf(kind), `Same-key writers are numbered in commit order on ${DATABASE_LABEL[kind]}`, () => {
+    let db: TestDatabase;
+    let app: INestApplication;
+
+    beforeAll(async () => {
+      db = await createTestDatabase(kind);
+      const moduleRef = await createOutboxTestingModule({ db, outbox: { publisher: { enabled: false } } });
+      app = moduleRef.createNestApplication();
+      await app.init();
+    });
+
+    afterAll(async () => {
+      await app?.close();
+      await db?.drop();
+    });
+
+    it('a second writer of the key waits for the first to commit, so its row comes after', async () => {
+      const outbox = app.get(OutboxService);
+      const events: string[] = [];
+      let firstEmitted!: () => void;
+      const emitted = new Promise<void>((resolve) => (firstEmitted = resolve));
+      const first = outbox.transaction(async () => {
+        await outbox.emit('E', { n: 'first' }, { key: 'K', messageId: 'first' });
+        firstEmitted();
+        await new Promise((r) => setTimeout(r, 400));
+        events.push('first commits');
+      });
+      await emitted;
+      const second = outbox.transaction(async () => {
+        await outbox.emit('E', { n: 'second' }, { key: 'K', messageId: 'second' });
+        events.push('second emitted');
+      });
+      const other = outbox.transaction(async () => {
+        await outbox.emit('E', { n: 'other' }, { key: 'other-key', messageId: 'other' });
+        events.push('other key emitted');
+      });
+      await Promise.all([first, second, other]);
+      expect(events).toEqual(['other key emitted', 'first commits', 'second emitted']);
+      const rows = await app.get(DataSource).getRepository(OutboxMessage).find({ where: { key: 'K' }, order: { seq: 'ASC' } });
+      expect(rows.map((r) => r.messageId)).toEqual(['first', 'second']);
+    });
+  });
+}
