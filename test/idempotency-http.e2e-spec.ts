@@ -305,7 +305,7 @@ for (const kind of kinds) {
       });
 
       if (kind !== 'sqlite') {
-        it('answers 409 with Retry-After at once while the first request with the key is still running; then replays', async () => {
+        it('answers 409 with Retry-After at once while the same request is in flight, 422 for a different one; then replays', async () => {
           state.gate = new Gate();
           const key = newKey();
           const body = { reference: `J-${key}`, amount: 9 };
@@ -315,7 +315,10 @@ for (const kind of kinds) {
           expect(second.status).toBe(409);
           expect(second.headers['retry-after']).toBe('1');
           expect(second.body).toMatchObject({ status: 409, code: 'idempotency-key-in-use' });
-          // A different body wins over "in flight": 422 only once the first has committed; while in flight it is 409.
+          // A different request with the same key wins over "in flight": 422, also while the first is running.
+          const different = await post('/orders/slow', { ...body, amount: 10 }, key);
+          expect(different.status).toBe(422);
+          expect(different.body.code).toBe('idempotency-key-reused');
           state.gate.release();
           expect((await first).status).toBe(201);
           const third = await post('/orders/slow', body, key);

@@ -7,18 +7,24 @@ import { lockDigest } from '../idempotency/idempotency-store';
  * `innodb_lock_wait_timeout`), so the key is guarded by a named lock tried with timeout 0 — `GET_LOCK(name, 0)` —
  * taken on the connection before the transaction starts and released after it ends. The REPEATABLE READ snapshot
  * starts at the first read, after the lock, so a winner's committed record is always seen. Lock names are
- * server-wide: the name hashes database, table, scope and key (64 characters at most).
+ * server-wide: the name hashes database, table, scope and key (64 characters at most). A second lock, on the
+ * request's fingerprint too, tells a loser whether the request in flight is its own (409) or another one (422).
  */
 export class MysqlIdempotencyStore extends QueryRunnerIdempotencyStore {
-  protected async lock(runner: QueryRunner, scope: string, key: string): Promise<IdempotencyLock> {
+  protected async lock(runner: QueryRunner, scope: string, key: string, fingerprint: string): Promise<IdempotencyLock> {
     const database = String((this.config.dataSource.options as { database?: string }).database ?? '');
-    const name = `idem:${lockDigest(database, this.config.table, scope, key).toString('base64url').slice(0, 43)}`;
-    const { records } = await this.dialect.execute(runner.manager, 'SELECT GET_LOCK(?, 0) AS `locked`', [name]);
+    const nameOf = (print: string) => `idem:${lockDigest(database, this.config.table, scope, key, print).toString('base64url').slice(0, 43)}`;
+    const [keyLock, requestLock] = [nameOf(''), nameOf(fingerprint)];
+    const { records } = await this.dialect.execute(runner.manager, 'SELECT GET_LOCK(?, 0) AS `locked`, GET_LOCK(?, 0) AS `request`', [keyLock, requestLock]);
     const locked = Number(records[0]?.locked) === 1;
+    const request = Number(records[0]?.request) === 1;
     return {
       locked,
+      // Holding the request lock (while not holding the key) means nobody in flight has this fingerprint.
+      sameRequest: !request,
       release: async () => {
-        if (locked) await this.dialect.execute(runner.manager, 'DO RELEASE_LOCK(?)', [name]);
+        const held = [locked && keyLock, request && requestLock].filter((n): n is string => typeof n === 'string');
+        if (held.length) await this.dialect.execute(runner.manager, `DO ${held.map(() => 'RELEASE_LOCK(?)').join(', ')}`, held);
       },
     };
   }

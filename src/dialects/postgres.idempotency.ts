@@ -20,10 +20,12 @@ import {
 /**
  * PostgreSQL, with as few round trips as the guarantees allow (each costs more CPU than the statements in it):
  *
- * 1. `BEGIN; SELECT pg_try_advisory_xact_lock(id); SELECT <record>` — one round trip. The transaction-scoped
- *    advisory lock on a hash of (table, scope, key) never waits: a concurrent duplicate learns at once that the key
- *    is in flight (409) instead of blocking on the uncommitted unique key. The record is read by its own statement,
- *    after the lock, so under READ COMMITTED a winner that just committed (and released the lock) is seen.
+ * 1. `BEGIN; SELECT pg_try_advisory_xact_lock(k), pg_try_advisory_xact_lock(r); SELECT <record>` — one round
+ *    trip. The transaction-scoped advisory lock `k` on a hash of (table, scope, key) never waits: a concurrent
+ *    duplicate learns at once that the key is in flight (409) instead of blocking on the uncommitted unique key;
+ *    `r`, on (table, scope, key, fingerprint), tells it whether the request in flight is its own (409) or a
+ *    different one (422). The record is read by its own statement, after the locks, so under READ COMMITTED a
+ *    winner that just committed (and released its locks) is seen.
  * 2. The handler's statements, in this transaction.
  * 3. `INSERT <record>; COMMIT` — one round trip. The unique constraint on (scope, key) stays the final arbiter: if
  *    it fires (a snapshot older than the winner's commit, e.g. under REPEATABLE READ) everything rolls back and the
@@ -45,25 +47,27 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     this.q = (c) => this.dialect.quote(c);
   }
 
-  async begin(scope: string, key: string): Promise<IdempotencyBegin> {
+  async begin(scope: string, key: string, fingerprint: string): Promise<IdempotencyBegin> {
     const runner = this.config.dataSource.createQueryRunner();
     const client = (await runner.connect()) as PoolClient;
-    const lockId = lockDigest('', this.config.table, scope, key).readBigInt64BE(0).toString();
+    const keyLock = lockDigest('', this.config.table, scope, key).readBigInt64BE(0).toString();
+    const requestLock = lockDigest('', this.config.table, scope, key, fingerprint).readBigInt64BE(0).toString();
     const where = this.where(client, scope, key);
     let results: Array<{ rows: any[] }>;
     try {
       results = (await client.query(
-        `BEGIN; SELECT pg_try_advisory_xact_lock(${lockId}) AS locked; ${this.selectSql(where)}`,
+        `BEGIN; SELECT pg_try_advisory_xact_lock(${keyLock}) AS locked, pg_try_advisory_xact_lock(${requestLock}) AS request; ${this.selectSql(where)}`,
       )) as unknown as Array<{ rows: any[] }>;
     } catch (error) {
       await this.end(runner, client, 'ROLLBACK').catch(() => undefined);
       throw error;
     }
     const locked = results[1]?.rows[0]?.locked === true;
+    const request = results[1]?.rows[0]?.request === true;
     const { record, expired } = toStored(results[2]?.rows[0]);
     if (record || !locked) {
       await this.end(runner, client, 'ROLLBACK');
-      return record ? { kind: 'stored', record } : { kind: 'in-flight' };
+      return record ? { kind: 'stored', record } : { kind: 'in-flight', sameRequest: !request };
     }
     // Tell TypeORM that its runner is inside a transaction, so the handler's saves join it (nested
     // transactions become savepoints) instead of opening their own.

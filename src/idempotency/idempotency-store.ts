@@ -46,19 +46,21 @@ export interface IdempotencyAttempt {
 /** Outcome of trying to take a key. */
 export type IdempotencyBegin =
   | { kind: 'stored'; record: StoredIdempotencyRecord }
-  | { kind: 'in-flight' }
+  /** Another request holds the key right now; `sameRequest` is false when its fingerprint differs from this one's. */
+  | { kind: 'in-flight'; sameRequest: boolean }
   | { kind: 'acquired'; attempt: IdempotencyAttempt };
 
 /**
  * Everything about idempotency records that depends on the database. One implementation per database, in
  * `src/dialects/<db>.idempotency.ts`.
  *
- * `begin()` answers without waiting for another transaction: it tries a non-blocking lock on (scope, key) and reads
- * the committed record. A live record wins (replay or 422); else a lock held elsewhere means "in flight" (409);
- * else the caller owns the key until commit or rollback.
+ * `begin()` answers without waiting for another transaction: it tries a non-blocking lock on (scope, key) — and one
+ * on (scope, key, fingerprint), which tells a loser whether the request in flight is the same as its own — and reads
+ * the committed record. A live record wins (replay or 422); else a lock held elsewhere means "in flight" (409, or
+ * 422 when the in-flight request is a different one); else the caller owns the key until commit or rollback.
  */
 export interface IdempotencyStore {
-  begin(scope: string, key: string): Promise<IdempotencyBegin>;
+  begin(scope: string, key: string, fingerprint: string): Promise<IdempotencyBegin>;
   /** Reads the committed record in a fresh transaction (after losing the race at commit). */
   read(scope: string, key: string): Promise<StoredIdempotencyRecord | undefined>;
   /** Deletes up to `limit` expired records in one short statement; resolves with the number deleted. */
@@ -86,9 +88,9 @@ export function runAfterCommit(context: OutboxTransactionContext): void {
   }
 }
 
-/** A 64-bit lock id, or a short lock name, for (database, table, scope, key): the same in every process. */
-export function lockDigest(database: string, table: string, scope: string, key: string): Buffer {
-  return createHash('sha256').update(`${database}\u0000${table}\u0000${scope}\u0000${key}`).digest();
+/** A 64-bit lock id, or a short lock name, for (database, table, scope, key[, fingerprint]): the same in every process. */
+export function lockDigest(database: string, table: string, scope: string, key: string, fingerprint = ''): Buffer {
+  return createHash('sha256').update(`${database}\u0000${table}\u0000${scope}\u0000${key}\u0000${fingerprint}`).digest();
 }
 
 /** Columns read back for a replay, in this order. */

@@ -105,9 +105,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
       options,
     };
     rememberIdempotencyKey(context, key);
-    const begun = await this.idempotency.store.begin(call.scope, call.key);
+    const begun = await this.idempotency.store.begin(call.scope, call.key, call.fingerprint);
     if (begun.kind === 'stored') return this.answerStoredHttp(context, begun.record, call);
-    if (begun.kind === 'in-flight') throw this.reject(context, inFlightProblem(options.header, options.retryAfter));
+    if (begun.kind === 'in-flight') {
+      // A different request with the key wins over "in flight": 422 rather than 409.
+      throw this.reject(context, begun.sameRequest ? inFlightProblem(options.header, options.retryAfter) : reusedKeyProblem(options.header));
+    }
     return this.runFirstHttp(context, next, begun.attempt, call);
   }
 
@@ -220,7 +223,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       options,
     };
     rememberIdempotencyKey(context, key);
-    const begun = await this.idempotency.store.begin(call.scope, call.key);
+    const begun = await this.idempotency.store.begin(call.scope, call.key, call.fingerprint);
     if (begun.kind === 'stored') return this.skipDuplicate(context, begun.record, call);
     if (begun.kind === 'in-flight') return this.deferInFlight(context, call);
     return this.runFirstRpc(context, next, begun.attempt, call);

@@ -17,7 +17,10 @@ import {
 
 /** A lock taken before the transaction starts, and how to give it back. */
 export interface IdempotencyLock {
+  /** The key is ours. */
   locked: boolean;
+  /** When not `locked`: whether the request holding the key has this request's fingerprint. */
+  sameRequest: boolean;
   release(): Promise<void>;
 }
 
@@ -35,7 +38,7 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
   }
 
   /** Takes the non-blocking lock on (scope, key) for the connection of `runner`. */
-  protected abstract lock(runner: QueryRunner, scope: string, key: string): Promise<IdempotencyLock>;
+  protected abstract lock(runner: QueryRunner, scope: string, key: string, fingerprint: string): Promise<IdempotencyLock>;
 
   /** SQL that deletes up to `limit` expired records. */
   protected abstract deleteExpiredSql(limit: number): string;
@@ -44,7 +47,7 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
     return this.dialect.quoteTable(this.config.table);
   }
 
-  async begin(scope: string, key: string): Promise<IdempotencyBegin> {
+  async begin(scope: string, key: string, fingerprint: string): Promise<IdempotencyBegin> {
     const runner = this.config.dataSource.createQueryRunner();
     let lock: IdempotencyLock | undefined;
     const finish = async () => {
@@ -55,11 +58,11 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
       }
     };
     try {
-      lock = await this.lock(runner, scope, key);
+      lock = await this.lock(runner, scope, key, fingerprint);
       if (!lock.locked) {
         const { record } = await this.select(runner, scope, key);
         await finish();
-        return record ? { kind: 'stored', record } : { kind: 'in-flight' };
+        return record ? { kind: 'stored', record } : { kind: 'in-flight', sameRequest: lock.sameRequest };
       }
       await runner.startTransaction();
       const { record, expired } = await this.select(runner, scope, key);
