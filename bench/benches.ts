@@ -7,4 +7,5 @@ import type { Bench } from './bench-kit';
 export const BENCHES: Record<string, () => Promise<{ default: Bench }>> = {
   'idempotency-http': () => import('./idempotency-http.bench'),
   'consumer-dedup': () => import('./consumer-dedup.bench'),
+  relay: () => import('./relay.bench'),
 };

@@ -1,0 +1,92 @@
+/**
+ * Shared pieces of the relay, latency and claim-scale benchmarks: a scratch PostgreSQL database with the outbox
+ * table, bulk row generation, and a Nest app that runs the library's publisher with default settings.
+ */
+import { Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { ClientsModule, Transport } from '@nestjs/microservices';
+import { ScheduleModule } from '@nestjs/schedule';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { randomBytes } from 'node:crypto';
+import { Client } from 'pg';
+import { DataSource } from 'typeorm';
+import { OutboxKeyLock, OutboxMessage, OutboxModule, OutboxModuleOptions } from '../src';
+
+export const PG = { host: '127.0.0.1', port: 5432, user: 'postgres' };
+export const AMQP_URL = 'amqp://guest:guest@127.0.0.1:5672';
+
+export function uniqueName(prefix: string): string {
+  return `${prefix}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
+}
+
+/** A fresh PostgreSQL database with the outbox tables (created by TypeORM from the entities). */
+export async function createBenchDatabase(): Promise<{ name: string; drop: () => Promise<void> }> {
+  const name = uniqueName('outbox_bench');
+  const admin = new Client({ ...PG, database: 'postgres' });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const ds = new DataSource({ type: 'postgres', ...PG, username: 'postgres', database: name, entities: [OutboxMessage, OutboxKeyLock], synchronize: true });
+  await ds.initialize();
+  await ds.destroy();
+  return {
+    name,
+    drop: async () => {
+      const a = new Client({ ...PG, database: 'postgres' });
+      await a.connect();
+      await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await a.end();
+    },
+  };
+}
+
+/** Inserts `count` rows of about 200 bytes of payload in one statement, with `status` (pending, sent or dead). */
+export async function insertRows(client: Client, count: number, status: 'pending' | 'sent' | 'dead' = 'pending', key: string | null = null): Promise<void> {
+  await client.query(
+    `INSERT INTO outbox_messages (message_id, pattern, payload, headers, ordering_key, status, attempts, available_at, created_at, sent_at)
+     SELECT gen_random_uuid()::text, 'bench.event', '{"n":' || g || ',"pad":"' || repeat('x', 180) || '"}', NULL, $2, $3, ${status === 'pending' ? 0 : 1},
+            (extract(epoch from now()) * 1000)::bigint, (extract(epoch from now()) * 1000)::bigint,
+            ${status === 'sent' ? '(extract(epoch from now()) * 1000)::bigint' : 'NULL'}
+     FROM generate_series(1, $1::int) g`,
+    [count, key, status],
+  );
+}
+
+export async function pgClient(database: string): Promise<Client> {
+  const client = new Client({ ...PG, database });
+  await client.connect();
+  return client;
+}
+
+/** Starts a Nest application context with TypeORM on `database`, an RMQ client to `queue` and the outbox. */
+export async function startOutboxApp(database: string, queue: string, outbox: Omit<OutboxModuleOptions, 'client'> = {}) {
+  @Module({
+    imports: [
+      TypeOrmModule.forRoot({ type: 'postgres', ...PG, username: 'postgres', database, autoLoadEntities: true, synchronize: false }),
+      ClientsModule.register([{ name: 'BROKER', transport: Transport.RMQ, options: { urls: [AMQP_URL], queue, queueOptions: { durable: true } } }]),
+      ScheduleModule.forRoot(),
+      OutboxModule.forRoot({ client: 'BROKER', ...outbox }),
+    ],
+  })
+  class BenchAppModule {}
+  const app = await NestFactory.createApplicationContext(BenchAppModule, { logger: ['error'] });
+  app.enableShutdownHooks();
+  return app;
+}
+
+/** Deletes a queue (best effort). */
+export async function deleteQueue(queue: string): Promise<void> {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const amqp = require('amqplib') as typeof import('amqplib');
+  const connection = await amqp.connect(AMQP_URL);
+  try {
+    const channel = await connection.createChannel();
+    await channel.deleteQueue(queue);
+  } catch {
+    /* best effort */
+  } finally {
+    await connection.close().catch(() => undefined);
+  }
+}
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -1,0 +1,117 @@
+/**
+ * relay: drain 50,000 pending rows from PostgreSQL to RabbitMQ (persistent, confirmed) with
+ *  (a) a hand-written relay — claim 500 rows FOR UPDATE SKIP LOCKED, publish them all on a confirm channel, wait for
+ *      the confirms, one UPDATE by id list, commit — and
+ *  (b) the library's publisher with its default settings (woken once after the rows commit, as a commit would).
+ * Rounds alternate (baseline, library, baseline, library); each side's best round is reported.
+ */
+import type { INestApplicationContext } from '@nestjs/common';
+import type { ClientProxy } from '@nestjs/microservices';
+import { performance } from 'node:perf_hooks';
+import { OutboxPublisher } from '../src';
+import type { Bench } from './bench-kit';
+import { AMQP_URL, createBenchDatabase, deleteQueue, insertRows, pgClient, sleep, startOutboxApp, uniqueName } from './relay-support';
+
+const ROWS = Number(process.env.RELAY_BENCH_ROWS ?? 50_000);
+const ROUNDS = Number(process.env.RELAY_BENCH_ROUNDS ?? 2);
+const BATCH = 500;
+
+async function baselineRelay(database: string, queue: string): Promise<number> {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const amqp = require('amqplib') as typeof import('amqplib');
+  const pg = await pgClient(database);
+  const connection = await amqp.connect(AMQP_URL);
+  const channel = await connection.createConfirmChannel();
+  await channel.assertQueue(queue, { durable: true });
+  try {
+    const started = performance.now();
+    let moved = 0;
+    for (;;) {
+      await pg.query('BEGIN');
+      const { rows } = await pg.query(
+        `SELECT seq, message_id, pattern, payload FROM outbox_messages WHERE status = 'pending' ORDER BY seq LIMIT ${BATCH} FOR UPDATE SKIP LOCKED`,
+      );
+      if (rows.length === 0) {
+        await pg.query('COMMIT');
+        break;
+      }
+      for (const row of rows) {
+        const content = Buffer.from(JSON.stringify({ pattern: row.pattern, data: JSON.parse(row.payload) }));
+        channel.sendToQueue(queue, content, { persistent: true, messageId: row.message_id, headers: { 'x-message-id': row.message_id } });
+      }
+      await channel.waitForConfirms();
+      await pg.query(
+        `UPDATE outbox_messages SET status = 'sent', sent_at = (extract(epoch from clock_timestamp()) * 1000)::bigint WHERE seq = ANY($1::bigint[])`,
+        [rows.map((r) => r.seq)],
+      );
+      await pg.query('COMMIT');
+      moved += rows.length;
+    }
+    return moved / ((performance.now() - started) / 1000);
+  } finally {
+    await connection.close().catch(() => undefined);
+    await pg.end();
+  }
+}
+
+async function libraryRelay(app: INestApplicationContext, database: string): Promise<number> {
+  const pg = await pgClient(database);
+  try {
+    const { rows } = await pg.query(`SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS t`);
+    const started = Number(rows[0].t);
+    app.get(OutboxPublisher).wake();
+    for (;;) {
+      await sleep(200);
+      const { rows: left } = await pg.query(`SELECT count(*)::int AS n FROM outbox_messages WHERE status = 'pending'`);
+      if (left[0].n === 0) break;
+    }
+    const { rows: end } = await pg.query(`SELECT max(sent_at)::bigint AS t, count(*)::int AS n FROM outbox_messages WHERE status = 'sent'`);
+    return Number(end[0].n) / ((Number(end[0].t) - started) / 1000);
+  } finally {
+    await pg.end();
+  }
+}
+
+const bench: Bench = async () => {
+  const db = await createBenchDatabase();
+  const baseline: number[] = [];
+  const library: number[] = [];
+  try {
+    const queue = uniqueName('bench-relay');
+    const app = await startOutboxApp(db.name, queue);
+    await app.get<ClientProxy>('BROKER').connect();
+    const pg = await pgClient(db.name);
+    try {
+      for (let round = 0; round < ROUNDS; round++) {
+        await pg.query('TRUNCATE outbox_messages');
+        await insertRows(pg, ROWS);
+        await pg.query('VACUUM ANALYZE outbox_messages');
+        baseline.push(await baselineRelay(db.name, `${queue}-baseline`));
+        await deleteQueue(`${queue}-baseline`);
+
+        await pg.query('TRUNCATE outbox_messages');
+        await insertRows(pg, ROWS);
+        await pg.query('VACUUM ANALYZE outbox_messages');
+        library.push(await libraryRelay(app, db.name));
+        await deleteQueue(queue);
+      }
+    } finally {
+      await pg.end();
+      await app.close();
+    }
+  } finally {
+    await db.drop();
+  }
+  const best = (values: number[]) => Math.max(...values);
+  const b = best(baseline);
+  const l = best(library);
+  return {
+    table: [
+      ...baseline.map((v, i) => ({ round: i + 1, relay: 'hand-written (500, SKIP LOCKED, confirms)', 'msg/s': Math.round(v) })),
+      ...library.map((v, i) => ({ round: i + 1, relay: 'nestjs-outbox publisher (defaults)', 'msg/s': Math.round(v) })),
+    ],
+    fields: { rows: ROWS, baseline_msgs_per_s: Math.round(b), library_msgs_per_s: Math.round(l), ratio: Number((l / b).toFixed(3)) },
+  };
+};
+
+export default bench;
