@@ -41,6 +41,8 @@ export type { ResolvedIdempotentOptions, StoredResponse, IdempotentCall } from '
 export { IdempotencyService, IDEMPOTENCY_CLEANUP_TASK } from './idempotency/idempotency.service';
 export { IdempotencyRecord, IDEMPOTENCY_TABLE, IDEMPOTENCY_UNIQUE_CONSTRAINT } from './idempotency/idempotency-record.entity';
 export { IdempotencyProblemException } from './idempotency/idempotency.problems';
+export { IdempotencyProblemFilter } from './idempotency/idempotency-problem.filter';
+export { CreateIdempotencyKeys1764460800000 } from './migrations/1764460800000-idempotency-keys';
 export type { IdempotencyProblemDetails } from './idempotency/idempotency.problems';
 export { IDEMPOTENT_OPTIONS } from './idempotency/idempotency.constants';
 export { DEFAULT_IDEMPOTENCY_OPTIONS, IDEMPOTENT_REPLAYED_HEADER, MAX_IDEMPOTENCY_KEY_LENGTH } from './idempotency/idempotency.options';
