@@ -57,6 +57,7 @@ for (const setup of setups) {
     let baseUrl: string;
     let queue: string;
     let http: () => ReturnType<typeof request>;
+    let closed = false;
 
     beforeAll(async () => {
       db = await createTestDatabase(setup.kind);
@@ -75,14 +76,9 @@ for (const setup of setups) {
     });
 
     afterAll(async () => {
-      await app?.close();
+      if (!closed) await app?.close();
       await db?.drop();
-      if (setup.transport === 'RabbitMQ') {
-        const connection = await connect(RABBITMQ_URL);
-        const channel = await connection.createChannel();
-        await channel.deleteQueue(queue);
-        await connection.close();
-      }
+      if (setup.transport === 'RabbitMQ') await withChannel((channel) => channel.deleteQueue(queue));
     });
 
     const customer = async (id: string) => (await http().get(`/customers/${id}`).expect(200)).body;
@@ -286,5 +282,23 @@ for (const setup of setups) {
       expect(text).toMatch(/a new key for the same email → 409/);
       expect(text).not.toMatch(/CHANGED|NOT marked/);
     });
+
+    if (setup.transport === 'RabbitMQ') {
+      it('acknowledged every delivery after its transaction (duplicates too): after shutdown the queue is empty', async () => {
+        await app.close(); // unacknowledged messages go back to the queue when the consumer's channel closes
+        closed = true;
+        const { messageCount } = await withChannel((channel) => channel.checkQueue(queue));
+        expect(messageCount).toBe(0);
+      });
+    }
   });
+}
+
+async function withChannel<T>(work: (channel: import('amqplib').Channel) => Promise<T>): Promise<T> {
+  const connection = await connect(RABBITMQ_URL);
+  try {
+    return await work(await connection.createChannel());
+  } finally {
+    await connection.close();
+  }
 }
