@@ -21,6 +21,7 @@ import { OutboxService } from './outbox/outbox.service';
 import { OutboxPublisher } from './publisher/outbox-publisher';
 import { OutboxTransactionSourceRegistrar } from './transaction/transaction-source.provider';
 import { OutboxHealthIndicator } from './health/outbox-health.indicator';
+import { OutboxTracingLoader } from './tracing/outbox-tracing.loader';
 
 /**
  * The outbox: `OutboxService` (transactions + emit), the `OutboxMessage` entity (registered with
@@ -34,6 +35,8 @@ import { OutboxHealthIndicator } from './health/outbox-health.indicator';
 @Module({})
 export class OutboxModule extends OutboxConfigurableModule {
   static forRoot(options: typeof OUTBOX_OPTIONS_TYPE): DynamicModule {
+    const { isGlobal: _global, dataSource: _dataSource, ...moduleOptions } = options ?? {};
+    resolveOutboxOptions(moduleOptions); // fail at the import line, before anything connects
     return OutboxModule.complete(super.forRoot(options));
   }
 
@@ -61,6 +64,7 @@ export class OutboxModule extends OutboxConfigurableModule {
         IdempotencyService,
         OutboxTransactionSourceRegistrar,
         OutboxHealthIndicator,
+        OutboxTracingLoader,
         OutboxDeadLetters,
         OutboxCleanupScheduler,
       ],

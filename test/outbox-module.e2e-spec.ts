@@ -22,15 +22,24 @@ describe('OutboxModule wiring (SQLite)', () => {
   beforeEach(async () => {
     db = await createTestDatabase('sqlite');
   });
-  afterEach(async () => db.drop());
+  afterEach(async () => {
+    await new Promise((resolve) => setTimeout(resolve, 100)); // let a DataSource of a failed boot finish connecting
+    await db.drop();
+  });
 
-  const typeorm = (extra: object = {}) => TypeOrmModule.forRoot({ ...db.options, autoLoadEntities: true, synchronize: true, ...extra } as any);
+  const typeorm = (extra: object = {}) =>
+    TypeOrmModule.forRoot({ ...db.options, autoLoadEntities: true, synchronize: true, retryAttempts: 0, ...extra } as any);
   const clients = ClientsModule.register([{ name: 'BROKER', transport: Transport.TCP, options: { port: 1 } }]);
 
   async function boot(imports: any[]) {
     const moduleRef = await Test.createTestingModule({ imports }).compile();
     const app = moduleRef.createNestApplication();
-    await app.init();
+    try {
+      await app.init();
+    } catch (error) {
+      await app.close().catch(() => undefined);
+      throw error;
+    }
     return app;
   }
 
@@ -109,9 +118,7 @@ describe('OutboxModule wiring (SQLite)', () => {
   });
 
   it('fails at startup with OutboxConfigurationError for an invalid option', async () => {
-    await expect(boot([typeorm(), clients, OutboxModule.forRoot({ client: 'BROKER', publisher: { batchSize: 0 } })])).rejects.toThrow(
-      OutboxConfigurationError,
-    );
+    expect(() => OutboxModule.forRoot({ client: 'BROKER', publisher: { batchSize: 0 } })).toThrow(OutboxConfigurationError);
     await expect(
       boot([typeorm(), clients, OutboxModule.forRootAsync({ useFactory: () => ({ client: 'BROKER', publisher: { enabled: 'false' as any } }) })]),
     ).rejects.toThrow(/publisher\.enabled.*boolean/);
@@ -125,13 +132,13 @@ describe('OutboxModule wiring (SQLite)', () => {
 
   it('fails at startup when the DataSource does not know the OutboxMessage entity', async () => {
     await expect(
-      boot([TypeOrmModule.forRoot({ ...db.options, entities: [], synchronize: true } as any), clients, OutboxModule.forRoot({ client: 'BROKER' })]),
+      boot([TypeOrmModule.forRoot({ ...db.options, entities: [], synchronize: true, retryAttempts: 0 } as any), clients, OutboxModule.forRoot({ client: 'BROKER' })]),
     ).rejects.toThrow(/autoLoadEntities: true/);
   });
 
   it('uses a named DataSource when `dataSource` is given', async () => {
     const app = await boot([
-      TypeOrmModule.forRoot({ ...db.options, name: 'events', autoLoadEntities: true, synchronize: true } as any),
+      TypeOrmModule.forRoot({ ...db.options, name: 'events', autoLoadEntities: true, synchronize: true, retryAttempts: 0 } as any),
       clients,
       OutboxModule.forRoot({ client: 'BROKER', dataSource: 'events', publisher: { enabled: false } }),
     ]);
