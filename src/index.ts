@@ -50,3 +50,6 @@ export type { IdempotencyDefaults, IdempotentOptions, ResolvedIdempotencyDefault
 export type { IdempotencyStore, IdempotencyAttempt, IdempotencyBegin, StoredIdempotencyRecord, NewIdempotencyRecord } from './idempotency/idempotency-store';
 export { OutboxHealthIndicator, DEFAULT_OUTBOX_HEALTH_THRESHOLDS } from './health/outbox-health.indicator';
 export type { OutboxHealthThresholds, OutboxHealthDetails } from './health/outbox-health.indicator';
+export { OUTBOX_CHANNELS } from './events/outbox-channels';
+export type { OutboxPublishedEvent } from './publisher/publisher-events';
+export { OutboxTraceInterceptor } from './tracing/outbox-trace.interceptor';

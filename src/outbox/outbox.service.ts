@@ -10,6 +10,7 @@ import { OutboxTransactionOptions, runInTransaction, runOnConnection } from '../
 import { newMessageId } from './message-id';
 import { OutboxDatabase } from './outbox-database';
 import { serializeJson } from './serialize-json';
+import { currentTraceHeaders } from '../tracing/opentelemetry';
 
 /** Options of one `emit()`. */
 export interface EmitOptions {
@@ -144,6 +145,8 @@ export class OutboxService {
       }
       if (Object.keys(h).length > 0) headers = serializeJson(h, 'headers');
     }
+    const trace = currentTraceHeaders(); // the active OpenTelemetry context, when the app traces
+    if (trace) headers = serializeJson({ ...trace, ...options.headers }, 'headers');
     let availableAt: number | undefined;
     if (options.availableAt !== undefined) {
       if (!(options.availableAt instanceof Date) || Number.isNaN(options.availableAt.getTime())) {

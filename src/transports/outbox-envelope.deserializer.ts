@@ -12,7 +12,8 @@ import { isOutboxEnvelope, rememberEnvelope } from './outbox-envelope';
  */
 export class OutboxEnvelopeDeserializer extends IncomingRequestDeserializer {
   deserialize(value: any, options?: Record<string, any>): any {
-    const packet = super.deserialize(value, options);
+    // The base class answers synchronously; Nest 12's typings also allow a Promise (for async subclasses).
+    const packet = super.deserialize(value, options) as { data?: unknown } | undefined;
     if (packet && isOutboxEnvelope(packet.data)) {
       const envelope = packet.data;
       rememberEnvelope(envelope.payload, envelope);

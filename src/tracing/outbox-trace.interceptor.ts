@@ -1,0 +1,74 @@
+import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
+import { defer, from, mergeMap, Observable } from 'rxjs';
+import { getOutboxMessageId } from '../transports/message-id';
+import { incomingHeaders } from './incoming-headers';
+import { loadOpenTelemetry, openTelemetry } from './opentelemetry';
+
+/**
+ * Restores, around a message handler, the trace context that was active when the message was emitted
+ * (stored in the outbox row's headers and sent with the message), and runs the handler in a `CONSUMER` span
+ * that is its child: one trace then spans request → outbox → broker → consumer. Does nothing for HTTP, for
+ * messages without trace headers, or when `@opentelemetry/api` is not installed.
+ *
+ * ```ts
+ * app.useGlobalInterceptors(new OutboxTraceInterceptor());   // or @UseInterceptors(OutboxTraceInterceptor)
+ * ```
+ * On TCP and Redis the consumer needs `OutboxEnvelopeDeserializer` (the headers travel in the envelope).
+ */
+@Injectable()
+export class OutboxTraceInterceptor implements NestInterceptor {
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    if (context.getType() !== 'rpc') return next.handle();
+    if (openTelemetry() === undefined) return from(loadOpenTelemetry()).pipe(mergeMap(() => this.traced(context, next)));
+    return this.traced(context, next);
+  }
+
+  /** Runs the handler in a consumer span whose parent is the context carried by the message. */
+  protected traced(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const api = openTelemetry();
+    if (!api) return next.handle();
+    const rpc = context.switchToRpc();
+    const headers = incomingHeaders(rpc.getData(), rpc.getContext());
+    if (!headers.traceparent) return next.handle();
+    const parent = api.propagation.extract(api.ROOT_CONTEXT, headers);
+    const pattern = this.patternOf(context);
+    const messageId = getOutboxMessageId(context);
+    const span = api.trace.getTracer('nestjs-outbox').startSpan(
+      `${pattern} process`,
+      {
+        kind: api.SpanKind.CONSUMER,
+        attributes: {
+          'messaging.operation.type': 'process',
+          'messaging.destination.name': pattern,
+          ...(messageId ? { 'messaging.message.id': messageId } : {}),
+        },
+      },
+      parent,
+    );
+    const active = api.trace.setSpan(parent, span);
+    return new Observable((subscriber) => {
+      const subscription = api.context.with(active, () =>
+        defer(() => next.handle()).subscribe({
+          next: (value) => subscriber.next(value),
+          error: (error: unknown) => {
+            span.recordException(error instanceof Error ? error : String(error));
+            span.setStatus({ code: api.SpanStatusCode.ERROR, message: (error as Error)?.message });
+            span.end();
+            subscriber.error(error);
+          },
+          complete: () => {
+            span.end();
+            subscriber.complete();
+          },
+        }),
+      );
+      return () => subscription.unsubscribe();
+    });
+  }
+
+  protected patternOf(context: ExecutionContext): string {
+    const rpc = context.switchToRpc().getContext() as { getPattern?: () => string } | undefined;
+    const pattern = typeof rpc?.getPattern === 'function' ? rpc.getPattern() : undefined;
+    return typeof pattern === 'string' ? pattern.replace(/^"|"$/g, '') : context.getHandler().name;
+  }
+}

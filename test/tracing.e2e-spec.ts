@@ -1,0 +1,126 @@
+import { Controller, INestApplication, INestMicroservice, Module, UseInterceptors } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { Ctx, EventPattern, MicroserviceOptions, Payload, RmqContext, Transport } from '@nestjs/microservices';
+import { context, propagation, SpanKind, trace } from '@opentelemetry/api';
+import { AsyncHooksContextManager } from '@opentelemetry/context-async-hooks';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { DataSource } from 'typeorm';
+import { getOutboxMessageId, OutboxEnvelopeDeserializer, OutboxMessage, OutboxService, OutboxTraceInterceptor } from '../src';
+import { createOutboxTestingModule } from './fixtures/outbox-app';
+import { deleteQueue, rmqClientOptions, rmqConsumerOptions, uniqueQueue } from './helpers/consumers';
+import { createTestDatabase, DATABASE_LABEL, DatabaseKind, TestDatabase } from './helpers/databases';
+import { freePort, waitFor } from './helpers/ports';
+import { describeWith } from './helpers/services';
+
+/** The OpenTelemetry SDK as an app registers it, exporting to memory. */
+const exporter = new InMemorySpanExporter();
+const contextManager = new AsyncHooksContextManager().enable();
+trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }));
+context.setGlobalContextManager(contextManager);
+propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+const tracer = trace.getTracer('test-app');
+
+interface Handled {
+  messageId?: string;
+  traceId?: string;
+  spanId?: string;
+}
+
+/** A consumer app whose handler records the span it runs in, after an await (the context must survive it). */
+async function startTracedConsumer(options: MicroserviceOptions): Promise<{ app: INestMicroservice; handled: Handled[] }> {
+  const handled: Handled[] = [];
+  @Controller()
+  @UseInterceptors(OutboxTraceInterceptor)
+  class OrdersConsumer {
+    @EventPattern('OrderPlaced')
+    async onOrderPlaced(@Payload() data: unknown, @Ctx() ctx: unknown) {
+      await new Promise((r) => setTimeout(r, 5));
+      const span = trace.getActiveSpan()?.spanContext();
+      handled.push({ messageId: getOutboxMessageId(data, ctx), traceId: span?.traceId, spanId: span?.spanId });
+      if (ctx instanceof RmqContext) ctx.getChannelRef().ack(ctx.getMessage());
+    }
+  }
+  @Module({ controllers: [OrdersConsumer] })
+  class ConsumerModule {}
+  const app = await NestFactory.createMicroservice<MicroserviceOptions>(ConsumerModule, { ...options, logger: false } as MicroserviceOptions);
+  await app.listen();
+  return { app, handled };
+}
+
+const setups: Array<{ name: string; kind: DatabaseKind; services: ('postgres' | 'rabbitmq')[] }> = [
+  { name: 'RabbitMQ (RMQ transport)', kind: 'postgres', services: ['postgres', 'rabbitmq'] },
+  { name: 'TCP (envelope)', kind: 'sqlite', services: [] },
+];
+
+for (const setup of setups) {
+  describeWith(setup.services, `OpenTelemetry trace context: request → outbox → ${setup.name} → consumer, on ${DATABASE_LABEL[setup.kind]}`, () => {
+    let db: TestDatabase;
+    let app: INestApplication;
+    let consumer: Awaited<ReturnType<typeof startTracedConsumer>>;
+    const queue = uniqueQueue('outbox-trace');
+
+    beforeAll(async () => {
+      db = await createTestDatabase(setup.kind);
+      let client;
+      if (setup.kind === 'postgres') {
+        consumer = await startTracedConsumer(rmqConsumerOptions(queue));
+        client = rmqClientOptions(queue);
+      } else {
+        const port = await freePort();
+        consumer = await startTracedConsumer({
+          transport: Transport.TCP,
+          options: { host: '127.0.0.1', port, deserializer: new OutboxEnvelopeDeserializer() },
+        });
+        client = { transport: Transport.TCP, options: { host: '127.0.0.1', port } };
+      }
+      const moduleRef = await createOutboxTestingModule({ db, client: client as any });
+      app = moduleRef.createNestApplication({ logger: false });
+      await app.init();
+    });
+
+    afterAll(async () => {
+      await app?.close();
+      await consumer?.app.close();
+      await db?.drop();
+      if (setup.kind === 'postgres') await deleteQueue(queue);
+    });
+
+    beforeEach(() => exporter.reset());
+
+    it('stores the active trace context at emit(), sends it, and runs the handler in a consumer span of that trace', async () => {
+      const outbox = app.get(OutboxService);
+      const request = tracer.startSpan('POST /orders', { kind: SpanKind.SERVER });
+      const id = await context.with(trace.setSpan(context.active(), request), () =>
+        outbox.transaction(() => outbox.emit('OrderPlaced', { orderId: 1 }, { headers: { tenant: 'acme' } })),
+      );
+      request.end();
+      const { traceId, spanId } = request.spanContext();
+
+      const row = await app.get(DataSource).getRepository(OutboxMessage).findOneByOrFail({ messageId: id });
+      expect(JSON.parse(row.headers!)).toEqual({ tenant: 'acme', traceparent: `00-${traceId}-${spanId}-01` });
+
+      await waitFor(() => consumer.handled.some((h) => h.messageId === id), 'the consumer to handle OrderPlaced');
+      const handled = consumer.handled.find((h) => h.messageId === id)!;
+      expect(handled.traceId).toBe(traceId);
+
+      await waitFor(() => exporter.getFinishedSpans().some((s) => s.name === 'OrderPlaced process'), 'the consumer span to end');
+      const span = exporter.getFinishedSpans().find((s) => s.name === 'OrderPlaced process')!;
+      expect(span.kind).toBe(SpanKind.CONSUMER);
+      expect(span.spanContext().traceId).toBe(traceId);
+      expect(span.parentSpanContext?.spanId).toBe(spanId);
+      expect(span.spanContext().spanId).toBe(handled.spanId);
+      expect(span.attributes).toMatchObject({ 'messaging.message.id': id, 'messaging.operation.type': 'process' });
+    });
+
+    it('stores no trace headers when no span is active, and the handler runs without a span', async () => {
+      const outbox = app.get(OutboxService);
+      const id = await outbox.transaction(() => outbox.emit('OrderPlaced', { orderId: 2 }));
+      const row = await app.get(DataSource).getRepository(OutboxMessage).findOneByOrFail({ messageId: id });
+      expect(row.headers).toBeNull();
+      await waitFor(() => consumer.handled.some((h) => h.messageId === id), 'the consumer to handle OrderPlaced');
+      expect(consumer.handled.find((h) => h.messageId === id)!.traceId).toBeUndefined();
+      expect(exporter.getFinishedSpans().filter((s) => s.name === 'OrderPlaced process')).toEqual([]);
+    });
+  });
+}
