@@ -1,0 +1,115 @@
+import type { INestApplication } from '@nestjs/common';
+import { MicroserviceOptions, Transport } from '@nestjs/microservices';
+import { randomBytes } from 'node:crypto';
+import { OutboxEnvelopeDeserializer, OutboxService } from '../src';
+import { createOutboxTestingModule } from './fixtures/outbox-app';
+import { deleteQueue, RABBITMQ_URL, rmqClientOptions, rmqConsumerOptions, startConsumer, uniqueQueue } from './helpers/consumers';
+import { createTestDatabase, DATABASE_LABEL, TestDatabase } from './helpers/databases';
+import { freePort, waitFor } from './helpers/ports';
+import { describeWith, SERVICES, ServiceName } from './helpers/services';
+
+interface TransportCase {
+  name: string;
+  services: ServiceName[];
+  /** Consumer and client options; `pattern` is unique per run (the brokers are shared). */
+  setup(): Promise<{ consumer: MicroserviceOptions; client: Record<string, unknown>; cleanup?: () => Promise<void> }>;
+  /** Reads a header the producer set, from the consumer's context (where the transport has headers). */
+  header?(context: any, name: string): string | undefined;
+}
+
+const cases: TransportCase[] = [
+  {
+    name: 'RabbitMQ (RMQ)',
+    services: ['rabbitmq'],
+    setup: async () => {
+      const queue = uniqueQueue('outbox-transports');
+      return { consumer: rmqConsumerOptions(queue), client: rmqClientOptions(queue, RABBITMQ_URL), cleanup: () => deleteQueue(queue) };
+    },
+    header: (ctx, name) => ctx.getMessage().properties.headers[name],
+  },
+  {
+    name: 'NATS',
+    services: ['nats'],
+    setup: async () => {
+      const servers = [`nats://${SERVICES.nats.host}:${SERVICES.nats.port}`];
+      return { consumer: { transport: Transport.NATS, options: { servers } }, client: { transport: Transport.NATS, options: { servers } } };
+    },
+    header: (ctx, name) => ctx.getHeaders()?.get(name),
+  },
+  {
+    name: 'MQTT 5 (QoS 1)',
+    services: ['mqtt'],
+    setup: async () => {
+      const url = `mqtt://${SERVICES.mqtt.host}:${SERVICES.mqtt.port}`;
+      return {
+        consumer: { transport: Transport.MQTT, options: { url, protocolVersion: 5, subscribeOptions: { qos: 1 } } },
+        client: { transport: Transport.MQTT, options: { url, protocolVersion: 5 } },
+      };
+    },
+    header: (ctx, name) => ctx.getPacket().properties?.userProperties?.[name],
+  },
+  {
+    name: 'Redis',
+    services: ['redis'],
+    setup: async () => {
+      const { host, port } = SERVICES.redis;
+      return {
+        consumer: { transport: Transport.REDIS, options: { host, port, deserializer: new OutboxEnvelopeDeserializer() } },
+        client: { transport: Transport.REDIS, options: { host, port } },
+      };
+    },
+  },
+  {
+    name: 'TCP',
+    services: [],
+    setup: async () => {
+      const port = await freePort();
+      return {
+        consumer: { transport: Transport.TCP, options: { host: '127.0.0.1', port, deserializer: new OutboxEnvelopeDeserializer() } },
+        client: { transport: Transport.TCP, options: { host: '127.0.0.1', port } },
+      };
+    },
+  },
+];
+
+for (const transport of cases) {
+  describeWith(transport.services, `Message id round trip over ${transport.name} (outbox on ${DATABASE_LABEL.sqlite})`, () => {
+    let db: TestDatabase;
+    let app: INestApplication;
+    let consumer: Awaited<ReturnType<typeof startConsumer>>;
+    let cleanup: (() => Promise<void>) | undefined;
+    const pattern = `outbox.test.${randomBytes(4).toString('hex')}`;
+
+    beforeAll(async () => {
+      db = await createTestDatabase('sqlite');
+      const setup = await transport.setup();
+      cleanup = setup.cleanup;
+      consumer = await startConsumer([pattern], setup.consumer);
+      const moduleRef = await createOutboxTestingModule({ db, client: setup.client as never });
+      app = moduleRef.createNestApplication();
+      app.useLogger(false);
+      await app.init();
+    });
+
+    afterAll(async () => {
+      await app?.close();
+      await consumer?.close();
+      await cleanup?.();
+      await db?.drop();
+    });
+
+    it('the consumer gets the payload and reads the message id with getOutboxMessageId()', async () => {
+      const outbox = app.get(OutboxService);
+      const id = await outbox.transaction(() => outbox.emit(pattern, { orderId: 9, total: 12.5 }, { headers: { tenant: 'acme' } }));
+      await waitFor(() => consumer.received.length >= 1, `the ${transport.name} consumer to receive the message`);
+      const [message] = consumer.received;
+      expect(message.pattern).toBe(pattern);
+      expect(message.data).toEqual({ orderId: 9, total: 12.5 });
+      expect(message.messageId).toBe(id);
+      if (transport.header) {
+        expect(transport.header(message.context, 'x-message-id')).toBe(id);
+        expect(transport.header(message.context, 'tenant')).toBe('acme');
+      }
+    });
+  });
+}
