@@ -154,7 +154,7 @@ for (const setup of setups) {
           .set('Content-Type', 'application/json')
           .send('{"reference": "inv-x", "amount": ');
         expectProblem(res, 400);
-        expect(res.body.detail).toMatch(/JSON/);
+        expect(res.body.detail).toMatch(/not valid JSON.*Content-Type: application\/json/);
       });
 
       it('GET /payments/:reference of an unknown payment → 0 charges', async () => {

@@ -36,7 +36,11 @@ export class ProblemDetailsFilter implements ExceptionFilter {
       const title = statusTitle(status);
       if (typeof body === 'string') return { type: 'about:blank', title, status, detail: body };
       const { message, error: _error, statusCode: _statusCode, ...extensions } = body as Record<string, unknown>;
-      const detail = Array.isArray(message) ? message.join('; ') : typeof message === 'string' ? message : exception.message;
+      let detail = Array.isArray(message) ? message.join('; ') : typeof message === 'string' ? message : exception.message;
+      // Nest turns body-parser's SyntaxError (malformed JSON) into a plain 400 carrying the parser's message.
+      if (status === 400 && typeof message === 'string' && /\bJSON\b/.test(message)) {
+        detail = `The request body is not valid JSON (${message}). Send a JSON object with Content-Type: application/json.`;
+      }
       return { type: 'about:blank', title, status, detail, ...(Array.isArray(message) ? { errors: message } : {}), ...extensions };
     }
     if (isBodyParserError(exception)) {
