@@ -9,7 +9,7 @@ import type { OutboxTransport } from './outbox-transport';
 import { RmqOutboxTransport } from './rmq.transport';
 
 /** Detects the transport of a client from its class. */
-export function detectTransport(client: ClientProxy): OutboxTransportName | undefined {
+export function detectTransport(client: ClientProxy<any, any>): OutboxTransportName | undefined {
   if (client instanceof ClientRMQ) return 'rmq';
   if (client instanceof ClientTCP) return 'tcp';
   if (client instanceof ClientRedis) return 'redis';
@@ -20,7 +20,7 @@ export function detectTransport(client: ClientProxy): OutboxTransportName | unde
 }
 
 /** The transport adapter for `name` (or the client's detected transport when `name` is 'auto'). */
-export function resolveTransport(name: OutboxTransportName | 'auto', client: ClientProxy): OutboxTransport {
+export function resolveTransport(name: OutboxTransportName | 'auto', client: ClientProxy<any, any>): OutboxTransport {
   const resolved = name === 'auto' ? detectTransport(client) : name;
   switch (resolved) {
     case 'rmq':

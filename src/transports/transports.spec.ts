@@ -82,7 +82,7 @@ describe('transports: the message id on every transport', () => {
     expect(new KafkaOutboxTransport().toRecord({ ...message, key: null })).not.toHaveProperty('key');
     // kafkajs hands headers to the consumer as Buffers.
     const kafkaMessage = { key: Buffer.from('order-1'), value: Buffer.from('{}'), headers: { 'x-message-id': Buffer.from(message.messageId) } };
-    const ctx = new KafkaContext([kafkaMessage as never, 0, 'OrderPlaced', undefined as never, undefined as never]);
+    const ctx = new KafkaContext([kafkaMessage as never, 0, 'OrderPlaced', undefined as never, undefined as never, undefined as never]);
     expect(getOutboxMessageId(rpcContext({}, ctx))).toBe(message.messageId);
   });
 
