@@ -97,13 +97,13 @@ describe('transports: the message id on every transport', () => {
   });
 
   it('detects the transport from the client class, and names the option to set when it cannot', () => {
-    expect(detectTransport(new ClientRMQ({}))).toBe('rmq');
-    expect(detectTransport(new ClientTCP({}))).toBe('tcp');
-    expect(detectTransport(new ClientRedis({}))).toBe('redis');
-    expect(detectTransport(new ClientNats({}))).toBe('nats');
-    expect(detectTransport(new ClientMqtt({}))).toBe('mqtt');
-    expect(detectTransport(new ClientKafka({}))).toBe('kafka');
-    expect(resolveTransport('auto', new ClientKafka({})).name).toBe('kafka');
+    expect(detectTransport(new ClientRMQ({}) as never)).toBe('rmq');
+    expect(detectTransport(new ClientTCP({}) as never)).toBe('tcp');
+    expect(detectTransport(new ClientRedis({}) as never)).toBe('redis');
+    expect(detectTransport(new ClientNats({}) as never)).toBe('nats');
+    expect(detectTransport(new ClientMqtt({}) as never)).toBe('mqtt');
+    expect(detectTransport(new ClientKafka({}) as never)).toBe('kafka');
+    expect(resolveTransport('auto', new ClientKafka({}) as never).name).toBe('kafka');
     expect(() => resolveTransport('auto', { emit: () => undefined } as never)).toThrow(/Set the `transport` option/);
   });
 });
