@@ -1,0 +1,135 @@
+import type { INestApplication } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { OutboxCleanupRegistry, OutboxCleanupScheduler, OutboxMessage, OutboxModuleOptions, OutboxService } from '../src';
+import { createOutboxTestingModule } from './fixtures/outbox-app';
+import { AmqpRecorder } from './helpers/amqp-recorder';
+import { rmqClientOptions, uniqueQueue } from './helpers/consumers';
+import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
+import { waitFor } from './helpers/ports';
+import { describeWith } from './helpers/services';
+
+async function startApp(db: TestDatabase, queue: string, outbox: Omit<OutboxModuleOptions, 'client'>): Promise<INestApplication> {
+  const moduleRef = await createOutboxTestingModule({ db, client: rmqClientOptions(queue), outbox });
+  const app = moduleRef.createNestApplication();
+  app.useLogger(false);
+  await app.init();
+  return app;
+}
+
+describeWith(['postgres', 'rabbitmq'], `Wake-up across replicas with LISTEN/NOTIFY on ${DATABASE_LABEL.postgres}`, () => {
+  let db: TestDatabase;
+  let writer: INestApplication;
+  let publisher: INestApplication;
+  let recorder: AmqpRecorder;
+  const queue = uniqueQueue('outbox-notify');
+
+  beforeAll(async () => {
+    db = await createTestDatabase('postgres');
+    recorder = await new AmqpRecorder(queue).start();
+    writer = await startApp(db, queue, { publisher: { enabled: false } });
+    // Polls only once a minute: within this test only a notification can wake it.
+    publisher = await startApp(db, queue, { publisher: { pollingInterval: 60_000 } });
+  });
+
+  afterAll(async () => {
+    await publisher?.close();
+    await writer?.close();
+    await recorder?.stop();
+    await db?.drop();
+  });
+
+  it("a commit in one process wakes another process's publisher long before its next poll", async () => {
+    const ds = writer.get(DataSource);
+    await waitFor(
+      async () =>
+        Number((await ds.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'nestjs-outbox-listener'`))[0].n) === 1,
+      'the publisher to LISTEN',
+    );
+    const outbox = writer.get(OutboxService);
+    const id = await outbox.transaction(() => outbox.emit('E', { n: 1 }));
+    await waitFor(() => recorder.distinct().has(id), 'the other replica to publish the message', 15_000);
+  });
+});
+
+const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
+
+for (const kind of kinds) {
+  describeWith([...servicesOf(kind), 'rabbitmq'], `Delayed messages and cleanup on ${DATABASE_LABEL[kind]}`, () => {
+    let db: TestDatabase;
+    let recorder: AmqpRecorder;
+    const queue = uniqueQueue('outbox-features');
+
+    beforeAll(async () => {
+      db = await createTestDatabase(kind);
+      recorder = await new AmqpRecorder(queue).start();
+    });
+
+    afterAll(async () => {
+      await recorder?.stop();
+      await db?.drop();
+    });
+
+    it('publishes a delayed message (delay / availableAt) only once it is due on the database clock', async () => {
+      const app = await startApp(db, queue, { publisher: { pollingInterval: 50 } });
+      try {
+        const outbox = app.get(OutboxService);
+        const [byDelay, byDate, now] = await outbox.transaction(async () => [
+          await outbox.emit('E', { n: 'delay' }, { delay: 700 }),
+          await outbox.emit('E', { n: 'date' }, { availableAt: new Date(Date.now() + 700) }),
+          await outbox.emit('E', { n: 'now' }),
+        ]);
+        await waitFor(() => recorder.distinct().has(now), 'the undelayed message');
+        expect(recorder.distinct().has(byDelay)).toBe(false);
+        expect(recorder.distinct().has(byDate)).toBe(false);
+        await waitFor(() => recorder.distinct().has(byDelay) && recorder.distinct().has(byDate), 'the delayed messages');
+        const repo = app.get(DataSource).getRepository(OutboxMessage);
+        await waitFor(async () => (await repo.countBy({ status: 'pending' })) === 0, 'every row sent');
+        const delayed = await repo.findOneByOrFail({ messageId: byDelay });
+        expect(delayed.sentAt!.getTime() - delayed.createdAt.getTime()).toBeGreaterThanOrEqual(700);
+      } finally {
+        await app.close();
+      }
+    });
+
+    it('the scheduled cleanup deletes sent rows past retention in batches, keeps pending and dead rows, and runs registered tasks', async () => {
+      const app = await startApp(db, queue, { publisher: { pollingInterval: 50 }, cleanup: { retention: 400, batchSize: 2, enabled: false } });
+      try {
+        const outbox = app.get(OutboxService);
+        const ds = app.get(DataSource);
+        const repo = ds.getRepository(OutboxMessage);
+        await repo.clear();
+        const ids = await outbox.transaction(async () => Promise.all([1, 2, 3, 4, 5].map((n) => outbox.emit('E', { n }))));
+        await waitFor(async () => (await repo.countBy({ status: 'sent' })) === 5, 'five sent rows');
+        await outbox.transaction(() => outbox.emit('Later', {}, { delay: 3_600_000 }));
+        await repo.update({ messageId: ids[0] }, { status: 'dead', sentAt: null });
+
+        const batches: number[] = [];
+        app.get(OutboxCleanupRegistry).register({ name: 'test:records', deleteBatch: async (limit) => (batches.push(limit), batches.length < 3 ? limit : 1) });
+        const cleanup = app.get(OutboxCleanupScheduler);
+        expect(await cleanup.runOnce()).toMatchObject({ 'outbox:sent-rows': 0, 'test:records': 5 });
+        expect(batches).toEqual([2, 2, 2]);
+        await new Promise((r) => setTimeout(r, 500));
+        expect((await cleanup.runOnce())['outbox:sent-rows']).toBe(4);
+        expect(await repo.countBy({ status: 'sent' })).toBe(0);
+        expect(await repo.countBy({ status: 'dead' })).toBe(1);
+        expect(await repo.countBy({ status: 'pending' })).toBe(1);
+      } finally {
+        await app.close();
+      }
+    });
+
+    it('with cleanup.deleteOnPublish, a published row is deleted instead of marked sent', async () => {
+      const app = await startApp(db, queue, { publisher: { pollingInterval: 50 }, cleanup: { deleteOnPublish: true } });
+      try {
+        const outbox = app.get(OutboxService);
+        const repo = app.get(DataSource).getRepository(OutboxMessage);
+        await repo.clear();
+        const id = await outbox.transaction(() => outbox.emit('E', { n: 'gone' }));
+        await waitFor(() => recorder.distinct().has(id), 'the message at the consumer');
+        await waitFor(async () => (await repo.countBy({ messageId: id })) === 0, 'the row to be deleted');
+      } finally {
+        await app.close();
+      }
+    });
+  });
+}
