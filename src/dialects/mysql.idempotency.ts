@@ -11,6 +11,15 @@ import { lockDigest } from '../idempotency/idempotency-store';
  * request's fingerprint too, tells a loser whether the request in flight is its own (409) or another one (422).
  */
 export class MysqlIdempotencyStore extends QueryRunnerIdempotencyStore {
+  /**
+   * Inside a transaction opened elsewhere the locks are taken in it and released by `release()` before that
+   * transaction commits: a request that slips in between blocks on the uncommitted unique key, then gets the
+   * duplicate-key error, rolls back and replays.
+   */
+  protected lockIn(runner: QueryRunner, scope: string, key: string, fingerprint: string): Promise<IdempotencyLock> {
+    return this.lock(runner, scope, key, fingerprint);
+  }
+
   protected async lock(runner: QueryRunner, scope: string, key: string, fingerprint: string): Promise<IdempotencyLock> {
     const database = String((this.config.dataSource.options as { database?: string }).database ?? '');
     const nameOf = (print: string) => `idem:${lockDigest(database, this.config.table, scope, key, print).toString('base64url').slice(0, 43)}`;

@@ -1,6 +1,7 @@
 import type { PoolClient } from 'pg';
-import type { QueryRunner } from 'typeorm';
+import type { EntityManager, QueryRunner } from 'typeorm';
 import type { SqlOutboxDialect } from './sql-dialect.base';
+import { runInTransactionContext } from '../transaction/transaction-context';
 import { runOnConnection } from '../transaction/transaction-runner';
 import {
   attemptContext,
@@ -8,6 +9,7 @@ import {
   IdempotencyBegin,
   IdempotencyStore,
   IdempotencyStoreConfig,
+  IdempotencyTake,
   isKeyViolation,
   lockDigest,
   NewIdempotencyRecord,
@@ -77,6 +79,35 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     return { kind: 'acquired', attempt: this.attempt(runner, client, scope, key, where, expired) };
   }
 
+  /** The same locks and read inside a transaction opened elsewhere (bound parameters; the locks end with it). */
+  async takeIn(manager: EntityManager, scope: string, key: string, fingerprint: string): Promise<IdempotencyTake> {
+    const q = this.q;
+    const keyLock = lockDigest('', this.config.table, scope, key).readBigInt64BE(0).toString();
+    const requestLock = lockDigest('', this.config.table, scope, key, fingerprint).readBigInt64BE(0).toString();
+    const locks = await this.dialect.execute(manager, 'SELECT pg_try_advisory_xact_lock($1::bigint) AS locked, pg_try_advisory_xact_lock($2::bigint) AS request', [keyLock, requestLock]);
+    const { records } = await this.dialect.execute(
+      manager,
+      `SELECT ${RECORD_COLUMNS.map(q).join(', ')}, ${q('expires_at')} <= ${this.dialect.nowMs} AS ${q('expired')} FROM ${this.table} WHERE ${q('scope')} = $1 AND ${q('idempotency_key')} = $2`,
+      [scope, key],
+    );
+    const { record, expired } = toStored(records[0]);
+    if (record) return { kind: 'stored', record };
+    if (locks.records[0]?.locked !== true) return { kind: 'in-flight', sameRequest: locks.records[0]?.request !== true };
+    return { kind: 'acquired', expired, release: async () => undefined };
+  }
+
+  async insertIn(manager: EntityManager, scope: string, key: string, record: NewIdempotencyRecord, replaceExpired: boolean): Promise<void> {
+    const q = this.q;
+    const where = `${q('scope')} = $1 AND ${q('idempotency_key')} = $2`;
+    if (replaceExpired) await this.dialect.execute(manager, `DELETE FROM ${this.table} WHERE ${where}`, [scope, key]);
+    const now = this.dialect.nowMs;
+    await this.dialect.execute(
+      manager,
+      `INSERT INTO ${this.table} (${q('scope')}, ${q('idempotency_key')}, ${q('fingerprint')}, ${q('response_status')}, ${q('response_body')}, ${q('response_headers')}, ${q('created_at')}, ${q('expires_at')}) VALUES ($1, $2, $3, $4, $5, $6, ${now}, ${now} + $7)`,
+      [scope, key, record.fingerprint, record.status, record.body, record.headers, Math.floor(record.ttl)],
+    );
+  }
+
   async read(scope: string, key: string): Promise<StoredIdempotencyRecord | undefined> {
     return runOnConnection(this.config.dataSource, async (manager) => {
       const q = this.q;
@@ -142,6 +173,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     };
     return {
       context,
+      run: (work) => runInTransactionContext(context, work),
       commit: async (record: NewIdempotencyRecord) => {
         const now = this.dialect.nowMs;
         const status = record.status === null ? 'NULL' : String(Math.floor(record.status));

@@ -16,6 +16,11 @@ export class SqliteIdempotencyStore extends QueryRunnerIdempotencyStore {
     });
   }
 
+  /** Inside a transaction opened elsewhere the DataSource's turn is already held: nothing to take. */
+  protected async lockIn(): Promise<IdempotencyLock> {
+    return { locked: true, sameRequest: true, release: async () => undefined };
+  }
+
   protected deleteExpiredSql(limit: number): string {
     const q = (c: string) => this.dialect.quote(c);
     return `DELETE FROM ${this.quotedTable} WHERE ${q('id')} IN (SELECT ${q('id')} FROM ${this.quotedTable} WHERE ${q('expires_at')} <= ${this.dialect.nowMs} ORDER BY ${q('expires_at')} LIMIT ${limit})`;

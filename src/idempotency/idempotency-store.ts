@@ -32,6 +32,8 @@ export interface NewIdempotencyRecord {
  */
 export interface IdempotencyAttempt {
   readonly context: OutboxTransactionContext;
+  /** Runs `work` in the async context where the transaction is ambient (the handler runs through this). */
+  run<T>(work: () => T): T;
   /**
    * Writes the record and commits, then runs the after-commit callbacks. Resolves false (everything rolled back)
    * when the unique constraint shows that another request committed the same key first.
@@ -61,11 +63,26 @@ export type IdempotencyBegin =
  */
 export interface IdempotencyStore {
   begin(scope: string, key: string, fingerprint: string): Promise<IdempotencyBegin>;
+  /**
+   * The same decision inside a transaction that someone else opened and will commit (a plugged-in transaction
+   * source such as nestjs-cls): takes the non-blocking locks and reads the record through `manager`. When
+   * `acquired`, the caller runs the handler, then `insertIn()`, then `release()` (in a finally) and lets the
+   * transaction commit.
+   */
+  takeIn(manager: EntityManager, scope: string, key: string, fingerprint: string): Promise<IdempotencyTake>;
+  /** Inserts the record through `manager` (replacing an expired one). */
+  insertIn(manager: EntityManager, scope: string, key: string, record: NewIdempotencyRecord, replaceExpired: boolean): Promise<void>;
   /** Reads the committed record in a fresh transaction (after losing the race at commit). */
   read(scope: string, key: string): Promise<StoredIdempotencyRecord | undefined>;
   /** Deletes up to `limit` expired records in one short statement; resolves with the number deleted. */
   deleteExpired(limit: number): Promise<number>;
 }
+
+/** Outcome of `takeIn()`. */
+export type IdempotencyTake =
+  | { kind: 'stored'; record: StoredIdempotencyRecord }
+  | { kind: 'in-flight'; sameRequest: boolean }
+  | { kind: 'acquired'; expired: boolean; release(): Promise<void> };
 
 /** What every store is built from. */
 export interface IdempotencyStoreConfig {

@@ -14,7 +14,6 @@ import { Reflector } from '@nestjs/core';
 import { RmqContext, RpcException } from '@nestjs/microservices';
 import { PATTERN_HANDLER_METADATA } from '@nestjs/microservices/constants';
 import { lastValueFrom, Observable, of } from 'rxjs';
-import { runInTransactionContext } from '../transaction/transaction-context';
 import { getOutboxMessageId } from '../transports/message-id';
 import { fingerprintOf } from './fingerprint';
 import { rememberIdempotencyKey } from './idempotency-key.decorator';
@@ -105,7 +104,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       options,
     };
     rememberIdempotencyKey(context, key);
-    const begun = await this.idempotency.store.begin(call.scope, call.key, call.fingerprint);
+    const begun = await this.idempotency.begin(call.scope, call.key, call.fingerprint);
     if (begun.kind === 'stored') return this.answerStoredHttp(context, begun.record, call);
     if (begun.kind === 'in-flight') {
       // A different request with the key wins over "in flight": 422 rather than 409.
@@ -223,7 +222,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       options,
     };
     rememberIdempotencyKey(context, key);
-    const begun = await this.idempotency.store.begin(call.scope, call.key, call.fingerprint);
+    const begun = await this.idempotency.begin(call.scope, call.key, call.fingerprint);
     if (begun.kind === 'stored') return this.skipDuplicate(context, begun.record, call);
     if (begun.kind === 'in-flight') return this.deferInFlight(context, call);
     return this.runFirstRpc(context, next, begun.attempt, call);
@@ -310,7 +309,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   /** Runs the handler with the attempt's transaction ambient, and resolves with its last value. */
   protected runHandler(next: CallHandler, attempt: IdempotencyAttempt): Promise<unknown> {
     // next.handle() binds the async context it is called in: call it inside the transaction's context.
-    return runInTransactionContext(attempt.context, () => lastValueFrom(next.handle(), { defaultValue: undefined }));
+    return attempt.run(() => lastValueFrom(next.handle(), { defaultValue: undefined }));
   }
 
   /** Another request committed the key first (the unique constraint fired): answer with its record. */

@@ -8,7 +8,9 @@ import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { OutboxDatabase } from '../outbox/outbox-database';
 import { IdempotencyRecord } from './idempotency-record.entity';
-import type { IdempotencyStore } from './idempotency-store';
+import type { IdempotencyBegin, IdempotencyStore, IdempotencyStoreConfig } from './idempotency-store';
+import { beginJoined } from './joined-attempt';
+import { transactionSourceOf } from '../transaction/transaction-source';
 import { DEFAULT_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyDefaults } from './idempotency.options';
 
 /** Name of the cleanup task that deletes expired records. */
@@ -23,6 +25,7 @@ export const IDEMPOTENCY_CLEANUP_TASK = 'idempotency-keys';
 export class IdempotencyService implements OnModuleInit {
   readonly defaults: ResolvedIdempotencyDefaults;
   private created?: IdempotencyStore;
+  private config?: IdempotencyStoreConfig;
 
   constructor(
     protected readonly database: OutboxDatabase,
@@ -42,6 +45,18 @@ export class IdempotencyService implements OnModuleInit {
     return (this.created ??= this.createStore());
   }
 
+  /**
+   * Takes (scope, key) for a request with `fingerprint`: in a transaction of the store's own when the built-in
+   * transactions are used, else inside the plugged-in transaction source's (e.g. `transactions: 'cls'`).
+   */
+  begin(scope: string, key: string, fingerprint: string): Promise<IdempotencyBegin> {
+    const { dataSource } = this.database;
+    const source = transactionSourceOf(dataSource);
+    const store = this.store;
+    if (!source) return store.begin(scope, key, fingerprint);
+    return beginJoined(source, dataSource, store, this.config!, scope, key, fingerprint);
+  }
+
   /** Deletes up to `limit` expired records (what the scheduled cleanup calls); resolves with the number deleted. */
   deleteExpired(limit = 1000): Promise<number> {
     return this.store.deleteExpired(limit);
@@ -55,7 +70,7 @@ export class IdempotencyService implements OnModuleInit {
           'TypeOrmModule.forRoot(), or add IdempotencyRecord to its `entities` (and run the idempotency migration).',
       );
     }
-    const config = { dataSource, dialect, table: dataSource.getMetadata(IdempotencyRecord).tablePath };
+    const config = (this.config = { dataSource, dialect, table: dataSource.getMetadata(IdempotencyRecord).tablePath });
     switch (dialect.name) {
       case 'postgres':
         return new PostgresIdempotencyStore(config);

@@ -1,5 +1,6 @@
-import type { QueryRunner } from 'typeorm';
+import type { EntityManager, QueryRunner } from 'typeorm';
 import type { SqlOutboxDialect } from '../dialects/sql-dialect.base';
+import { runInTransactionContext } from '../transaction/transaction-context';
 import { runOnConnection } from '../transaction/transaction-runner';
 import {
   attemptContext,
@@ -7,6 +8,7 @@ import {
   IdempotencyBegin,
   IdempotencyStore,
   IdempotencyStoreConfig,
+  IdempotencyTake,
   isKeyViolation,
   NewIdempotencyRecord,
   RECORD_COLUMNS,
@@ -39,6 +41,9 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
 
   /** Takes the non-blocking lock on (scope, key) for the connection of `runner`. */
   protected abstract lock(runner: QueryRunner, scope: string, key: string, fingerprint: string): Promise<IdempotencyLock>;
+
+  /** Takes the locks inside a transaction opened elsewhere (they are released by `release()`, before its commit). */
+  protected abstract lockIn(runner: QueryRunner, scope: string, key: string, fingerprint: string): Promise<IdempotencyLock>;
 
   /** SQL that deletes up to `limit` expired records. */
   protected abstract deleteExpiredSql(limit: number): string;
@@ -77,6 +82,39 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
       await finish();
       throw error;
     }
+  }
+
+  async takeIn(manager: EntityManager, scope: string, key: string, fingerprint: string): Promise<IdempotencyTake> {
+    const runner = manager.queryRunner ?? manager.connection.createQueryRunner();
+    const lock = await this.lockIn(runner, scope, key, fingerprint);
+    try {
+      const { record, expired } = await this.select(runner, scope, key);
+      if (record) {
+        await lock.release();
+        return { kind: 'stored', record };
+      }
+      if (!lock.locked) {
+        await lock.release();
+        return { kind: 'in-flight', sameRequest: lock.sameRequest };
+      }
+      return { kind: 'acquired', expired, release: () => lock.release() };
+    } catch (error) {
+      await lock.release().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  async insertIn(manager: EntityManager, scope: string, key: string, record: NewIdempotencyRecord, replaceExpired: boolean): Promise<void> {
+    const q = (c: string) => this.dialect.quote(c);
+    if (replaceExpired) {
+      await this.dialect.execute(manager, `DELETE FROM ${this.quotedTable} WHERE ${q('scope')} = ? AND ${q('idempotency_key')} = ?`, [scope, key]);
+    }
+    const now = this.dialect.nowMs;
+    await this.dialect.execute(
+      manager,
+      `INSERT INTO ${this.quotedTable} (${q('scope')}, ${q('idempotency_key')}, ${q('fingerprint')}, ${q('response_status')}, ${q('response_body')}, ${q('response_headers')}, ${q('created_at')}, ${q('expires_at')}) VALUES (?, ?, ?, ?, ?, ?, ${now}, ${now} + ?)`,
+      [scope, key, record.fingerprint, record.status, record.body, record.headers, Math.floor(record.ttl)],
+    );
   }
 
   async read(scope: string, key: string): Promise<StoredIdempotencyRecord | undefined> {
@@ -119,17 +157,10 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
     };
     return {
       context,
+      run: (work) => runInTransactionContext(context, work),
       commit: async (record: NewIdempotencyRecord) => {
         try {
-          if (expired) {
-            await this.dialect.execute(runner.manager, `DELETE FROM ${this.quotedTable} WHERE ${q('scope')} = ? AND ${q('idempotency_key')} = ?`, [scope, key]);
-          }
-          const now = this.dialect.nowMs;
-          await this.dialect.execute(
-            runner.manager,
-            `INSERT INTO ${this.quotedTable} (${q('scope')}, ${q('idempotency_key')}, ${q('fingerprint')}, ${q('response_status')}, ${q('response_body')}, ${q('response_headers')}, ${q('created_at')}, ${q('expires_at')}) VALUES (?, ?, ?, ?, ?, ?, ${now}, ${now} + ?)`,
-            [scope, key, record.fingerprint, record.status, record.body, record.headers, Math.floor(record.ttl)],
-          );
+          await this.insertIn(runner.manager, scope, key, record, expired);
           await runner.commitTransaction();
         } catch (error) {
           await abort().catch(() => undefined);
