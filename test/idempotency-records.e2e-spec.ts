@@ -72,6 +72,22 @@ for (const kind of kinds) {
       expect(await ds.getRepository(IdempotencyRecord).countBy({ key: 'k' })).toBe(1);
     });
 
+    if (kind !== 'sqlite') {
+      it('a connection that dies mid-request (a crashed process) leaves no record and frees the key at once', async () => {
+        const begun = await idempotency.store.begin('s', 'crash', 'd'.repeat(64));
+        if (begun.kind !== 'acquired') throw new Error(`expected to acquire, got ${begun.kind}`);
+        const manager = begun.attempt.context.manager;
+        await manager.query(kind === 'postgres' ? 'INSERT INTO "idempotency_keys" ("scope", "idempotency_key", "fingerprint", "created_at", "expires_at") VALUES ($1, $2, $3, 0, 0)' : 'INSERT INTO `idempotency_keys` (`scope`, `idempotency_key`, `fingerprint`, `created_at`, `expires_at`) VALUES (?, ?, ?, 0, 0)', ['s', 'crash-effect', 'x']);
+        const [{ id }] = await manager.query(kind === 'postgres' ? 'SELECT pg_backend_pid() AS id' : 'SELECT CONNECTION_ID() AS id');
+        await ds.query(kind === 'postgres' ? 'SELECT pg_terminate_backend($1)' : `KILL ${Number(id)}`, kind === 'postgres' ? [id] : []);
+        await begun.attempt.rollback().catch(() => undefined); // the connection is gone: nothing to roll back from here
+        const again = await idempotency.store.begin('s', 'crash', 'd'.repeat(64));
+        expect(again.kind).toBe('acquired');
+        if (again.kind === 'acquired') await again.attempt.rollback();
+        expect(await ds.getRepository(IdempotencyRecord).countBy({ scope: 's' })).toBe(0);
+      });
+    }
+
     it('deletes expired records in batches through the cleanup task, never live ones', async () => {
       for (let i = 0; i < 5; i++) await record(`expired-${i}`, -1000 - i);
       await record('live', HOUR);

@@ -138,15 +138,24 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     return `SELECT ${RECORD_COLUMNS.map(q).join(', ')}, ${q('expires_at')} <= ${this.dialect.nowMs} AS ${q('expired')} FROM ${this.table} WHERE ${where}`;
   }
 
-  /** Sends the last statements of the transaction, resets TypeORM's view of the runner and releases it. */
+  /**
+   * Sends the last statements of the transaction, resets TypeORM's view of the runner and releases it. When even
+   * that fails (the connection died mid-request), the connection is released with the error, so the pool discards
+   * it instead of handing a dead client to the next request.
+   */
   private async end(runner: QueryRunner, client: PoolClient, sql: string): Promise<void> {
     const state = runner as unknown as { isTransactionActive: boolean; transactionDepth: number };
+    let failure: unknown;
     try {
       await client.query(sql);
+    } catch (error) {
+      failure = error;
+      throw error;
     } finally {
       state.isTransactionActive = false;
       state.transactionDepth = 0;
-      await runner.release();
+      const release = (runner as unknown as { releasePostgresConnection?: (error?: unknown) => Promise<void> }).releasePostgresConnection;
+      await (failure && release ? release.call(runner, failure) : runner.release());
     }
   }
 
