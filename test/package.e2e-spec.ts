@@ -41,7 +41,8 @@ async function main() {
   }
   const rows = await app.get(DataSource).getRepository(OutboxMessage).find();
   await app.close();
-  console.log(JSON.stringify({ id, failed, outside, rows: rows.map((r) => ({ messageId: r.messageId, pattern: r.pattern, payload: JSON.parse(r.payload) })), resolved: RESOLVED }));
+  const nest = JSON.parse(readFileSync(join(dirname(NEST_CORE), 'package.json'), 'utf8')).version;
+  console.log(JSON.stringify({ id, failed, outside, rows: rows.map((r) => ({ messageId: r.messageId, pattern: r.pattern, payload: JSON.parse(r.payload) })), resolved: RESOLVED, testing: TESTING, testingKit: [typeof flushOutbox, typeof deliverEveryMessageTwice], nest, node: process.version }));
 }
 main().catch((error) => {
   console.error(error);
@@ -57,7 +58,12 @@ const { ClientsModule, Transport } = require('@nestjs/microservices');
 const { TypeOrmModule } = require('@nestjs/typeorm');
 const { DataSource } = require('typeorm');
 const { OutboxModule, OutboxService, OutboxMessage, OutboxNoTransactionError } = require('nestjs-outbox');
+const { readFileSync } = require('node:fs');
+const { dirname, join } = require('node:path');
 const RESOLVED = require.resolve('nestjs-outbox');
+const NEST_CORE = require.resolve('@nestjs/core');
+const { flushOutbox, deliverEveryMessageTwice } = require('nestjs-outbox/testing');
+const TESTING = require.resolve('nestjs-outbox/testing');
 ${APP_BODY('cjs')}`;
 
 const ESM_APP = `import 'reflect-metadata';
@@ -67,7 +73,13 @@ import { ClientsModule, Transport } from '@nestjs/microservices';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { OutboxModule, OutboxService, OutboxMessage, OutboxNoTransactionError } from 'nestjs-outbox';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 const RESOLVED = import.meta.resolve('nestjs-outbox');
+const NEST_CORE = fileURLToPath(import.meta.resolve('@nestjs/core'));
+import { flushOutbox, deliverEveryMessageTwice } from 'nestjs-outbox/testing';
+const TESTING = import.meta.resolve('nestjs-outbox/testing');
 ${APP_BODY('esm')}`;
 
 /**
@@ -139,6 +151,9 @@ describe('nestjs-outbox as a packed package (npm pack), CommonJS and ESM, on SQL
       'dist/esm/index.js',
       'dist/esm/index.d.ts',
       'dist/esm/package.json',
+      'dist/cjs/testing/index.js',
+      'dist/esm/testing/index.js',
+      'dist/esm/testing/index.d.ts',
     ]) {
       expect(packedFiles).toContain(file);
     }
@@ -153,9 +168,15 @@ describe('nestjs-outbox as a packed package (npm pack), CommonJS and ESM, on SQL
     const { stdout } = await run(process.execPath, [file], { cwd: app, env: { ...process.env, DB_FILE: dbFile } });
     const result = JSON.parse(stdout.trim().split('\n').pop()!);
     expect(result.resolved).toContain(`/node_modules/nestjs-outbox/dist/${format}/index.js`);
+    expect(result.testing).toContain(`/node_modules/nestjs-outbox/dist/${format}/testing/index.js`);
+    expect(result.testingKit).toEqual(['function', 'function']);
     expect(result.failed).toBe('roll back');
     expect(result.outside).toBe('OutboxNoTransactionError');
     expect(result.rows).toEqual([{ messageId: result.id, pattern: 'PackageSmoke', payload: { format } }]);
+    console.log(`package smoke (${format}): Nest ${result.nest} on Node ${result.node}`);
+    // The Nest 12 CI job (.ci/nest12.sh) sets these, so it fails if it did not really run on Nest 12 / Node 24.
+    if (process.env.EXPECT_NEST_MAJOR) expect(result.nest.split('.')[0]).toBe(process.env.EXPECT_NEST_MAJOR);
+    if (process.env.EXPECT_NODE_MAJOR) expect(result.node).toMatch(new RegExp(`^v${process.env.EXPECT_NODE_MAJOR}\\.`));
   });
 
   it('type-checks a TypeScript consumer against the ESM and the CommonJS typings (moduleResolution nodenext)', async () => {

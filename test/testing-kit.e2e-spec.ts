@@ -1,0 +1,115 @@
+import { CanActivate, Controller, ExecutionContext, INestApplication, Injectable, Module, UseGuards } from '@nestjs/common';
+import { ClientsModule, EventPattern, MicroserviceOptions, Payload, Transport } from '@nestjs/microservices';
+import { ScheduleModule } from '@nestjs/schedule';
+import { Test, TestingModuleBuilder } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { getOutboxMessageId, Idempotent, OutboxEnvelopeDeserializer, OutboxModule, OutboxService } from '../src';
+import { deliverEveryMessageTwice, flushOutbox } from '../src/testing';
+import { TestOrder } from './fixtures/order.entity';
+import { createTestDatabase, DATABASE_LABEL, TestDatabase } from './helpers/databases';
+import { freePort, waitFor } from './helpers/ports';
+
+/** Every delivery that reaches a consumer (guards run before interceptors, so duplicates are counted too). */
+const arrivals: Array<{ pattern: string; messageId?: string }> = [];
+@Injectable()
+class CountArrivals implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    arrivals.push({ pattern: String(context.switchToRpc().getContext().getPattern?.() ?? '?'), messageId: getOutboxMessageId(context) });
+    return true;
+  }
+}
+
+/** The app's consumers: one idempotent (@Idempotent(), effect in the same transaction), one naive. */
+@Controller()
+@UseGuards(CountArrivals)
+class Consumers {
+  static naiveEffects = 0;
+  constructor(private readonly outbox: OutboxService) {}
+
+  @EventPattern('Deposit')
+  @Idempotent()
+  async onDeposit(@Payload() deposit: { amount: number }) {
+    await this.outbox.manager.save(TestOrder, { reference: 'deposit', amount: deposit.amount });
+  }
+
+  @EventPattern('Ping')
+  onPing() {
+    Consumers.naiveEffects++;
+  }
+}
+
+async function startApp(db: TestDatabase, adjust: (builder: TestingModuleBuilder) => TestingModuleBuilder = (b) => b) {
+  const port = await freePort();
+  @Module({
+    imports: [
+      TypeOrmModule.forRoot({ ...db.options, entities: [TestOrder], autoLoadEntities: true, synchronize: true } as any),
+      ClientsModule.register([{ name: 'BROKER', transport: Transport.TCP, options: { host: '127.0.0.1', port } }]),
+      ScheduleModule.forRoot(),
+      OutboxModule.forRoot({ client: 'BROKER', publisher: { enabled: false } }),
+    ],
+    controllers: [Consumers],
+    providers: [CountArrivals],
+  })
+  class AppModule {}
+  const moduleRef = await adjust(Test.createTestingModule({ imports: [AppModule] })).compile();
+  const app = moduleRef.createNestApplication({ logger: false });
+  app.connectMicroservice<MicroserviceOptions>({
+    transport: Transport.TCP,
+    options: { host: '127.0.0.1', port, deserializer: new OutboxEnvelopeDeserializer() },
+  });
+  await app.startAllMicroservices();
+  await app.init();
+  return app;
+}
+
+describe(`nestjs-outbox/testing (TCP, ${DATABASE_LABEL.sqlite})`, () => {
+  let db: TestDatabase;
+  let app: INestApplication | undefined;
+
+  beforeEach(async () => {
+    db = await createTestDatabase('sqlite');
+    arrivals.length = 0;
+    Consumers.naiveEffects = 0;
+  });
+
+  afterEach(async () => {
+    await app?.close();
+    app = undefined;
+    await db?.drop();
+  });
+
+  it('flushOutbox() publishes what the test wrote, now, and resolves with the count', async () => {
+    app = await startApp(db);
+    const outbox = app.get(OutboxService);
+    const id = await outbox.transaction(() => outbox.emit('Deposit', { amount: 5 }));
+    expect(await flushOutbox(app)).toBe(1);
+    await waitFor(async () => (await app!.get(DataSource).getRepository(TestOrder).count()) === 1, 'the deposit to be applied');
+    expect(arrivals).toEqual([{ pattern: 'Deposit', messageId: id }]);
+    expect(await flushOutbox(app)).toBe(0);
+  });
+
+  it('deliverEveryMessageTwice(): every message arrives twice with one id; the idempotent consumer applies it once, the naive one twice', async () => {
+    app = await startApp(db, deliverEveryMessageTwice);
+    const outbox = app.get(OutboxService);
+    const [deposit, ping] = await outbox.transaction(async () => [
+      await outbox.emit('Deposit', { amount: 7 }),
+      await outbox.emit('Ping', {}),
+    ]);
+    expect(await flushOutbox(app)).toBe(2);
+
+    await waitFor(() => arrivals.length === 4, 'both messages to arrive twice');
+    expect(arrivals.filter((a) => a.pattern === 'Deposit')).toEqual([
+      { pattern: 'Deposit', messageId: deposit },
+      { pattern: 'Deposit', messageId: deposit },
+    ]);
+    expect(arrivals.filter((a) => a.pattern === 'Ping').map((a) => a.messageId)).toEqual([ping, ping]);
+
+    await waitFor(() => Consumers.naiveEffects === 2, 'the naive consumer to apply both deliveries');
+    // Both Deposit deliveries have arrived; give the second one's (skipped) handling time to finish before counting.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await app.get(DataSource).getRepository(TestOrder).findBy({ reference: 'deposit' })).toEqual([
+      expect.objectContaining({ amount: 7 }),
+    ]);
+  });
+});
