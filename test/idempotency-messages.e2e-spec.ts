@@ -4,7 +4,7 @@ import { lastValueFrom, Observable } from 'rxjs';
 import { Column, DataSource, Entity, PrimaryColumn } from 'typeorm';
 import { IdempotencyKey, IdempotencyRecord, Idempotent, OutboxService } from '../src';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
-import { deleteQueue, RABBITMQ_URL, rmqConsumerOptions, uniqueQueue } from './helpers/consumers';
+import { deleteQueue, RABBITMQ_URL, rmqClientOptions, rmqConsumerOptions, uniqueQueue } from './helpers/consumers';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
 import { freePort, waitFor } from './helpers/ports';
 import { describeWith } from './helpers/services';
@@ -101,6 +101,7 @@ for (const kind of kinds) {
         db,
         controllers: [BalanceConsumer, AuditConsumer, ChargeHandler],
         imports: [(await import('@nestjs/typeorm')).TypeOrmModule.forFeature([Balance, AuditLine])],
+        client: rmqClientOptions(queue),
         outbox: { publisher: { enabled: false } },
       });
       app = moduleRef.createNestApplication({ logger: false });
@@ -170,6 +171,19 @@ for (const kind of kinds) {
       await waitFor(() => seen.deliveries === 4, 'msg-10 to be delivered after the duplicate was acked');
       await waitFor(async () => (await balance()) === 141, 'msg-10 to be applied');
       expect(seen.runs).toBe(3);
+    });
+
+    it('zero configuration with this library on both sides: an outbox event published again with its id is applied once', async () => {
+      const outbox = app.get(OutboxService);
+      const id = await outbox.transaction(() => outbox.emit('Deposit', { account: 'acct', amount: 5 }));
+      expect(await outbox.flush()).toBe(1);
+      await waitFor(async () => (await ds.getRepository(IdempotencyRecord).countBy({ scope: 'BalanceConsumer.onDeposit', key: id })) === 1, 'the event to be applied');
+      // The relay crashed after publishing and before marking the row sent: the same message goes out again.
+      publish(id, { account: 'acct', amount: 5 });
+      publish('msg-after', { account: 'acct', amount: 1 });
+      await waitFor(async () => (await balance()) === 106, 'msg-after to be applied');
+      expect(seen.runs).toBe(2);
+      expect(seen.deliveries).toBe(3);
     });
 
     it('@MessagePattern: a duplicate request gets the stored response without running the handler (custom key)', async () => {
