@@ -17,6 +17,7 @@ module.exports = {
   globalSetup: '<rootDir>/test/helpers/global-setup.ts',
   testTimeout: base.testTimeout,
   maxWorkers: 2,
+  verbose: true, // the log names each database, transport and platform that ran
   projects: [
     {
       ...e2e,
@@ -31,6 +32,9 @@ module.exports = {
         '<rootDir>/test/tracing.e2e-spec.ts',
         '<rootDir>/test/tracing-events.e2e-spec.ts',
         '<rootDir>/test/testing-kit.e2e-spec.ts',
+        '<rootDir>/test/idempotency-http.e2e-spec.ts',
+        '<rootDir>/test/idempotency-cls.e2e-spec.ts',
+        '<rootDir>/test/idempotency-messages.e2e-spec.ts',
       ],
       transform: { ...e2e.transform, '^.+\\.m?js$': swc },
       transformIgnorePatterns: [`/node_modules/(?!(${esmPackages.join('|')})/)`],

@@ -78,8 +78,12 @@ for (const kind of kinds) {
       return id;
     };
 
-    it('publishes nestjs-outbox:published with the confirmed messages', async () => {
-      const id = await emitAndFlush('Ok');
+    it('publishes nestjs-outbox:published with the confirmed messages (and to publisher.on listeners)', async () => {
+      const viaPublisher: unknown[] = [];
+      const listener = (event: unknown) => viaPublisher.push(event);
+      app.get(OutboxPublisher).on('published', listener);
+      const id = await emitAndFlush('Ok').finally(() => app.get(OutboxPublisher).off('published', listener));
+      expect(viaPublisher).toEqual([seen[0]?.event]);
       expect(seen).toEqual([
         {
           channel: 'nestjs-outbox:published',
