@@ -3,8 +3,16 @@ import { getDataSourceToken } from '@nestjs/typeorm';
 import { ClsPluginTransactional, Transactional, TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { ClsModule } from 'nestjs-cls';
-import { DataSource } from 'typeorm';
-import { OutboxConfigurationError, OutboxMessage, OutboxNoTransactionError, OutboxService } from '../src';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { DataSource, EntityManager } from 'typeorm';
+import {
+  OutboxConfigurationError,
+  OutboxMessage,
+  OutboxNoTransactionError,
+  OutboxService,
+  OutboxTransactionContext,
+  OutboxTransactionSource,
+} from '../src';
 import { resolveOutboxOptions } from '../src/outbox.options-validation';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
@@ -143,6 +151,61 @@ for (const kind of kinds) {
     });
   });
 }
+
+/** A transaction manager of the app's own, plugged in through the `OutboxTransactionSource` interface. */
+class OwnTransactions implements OutboxTransactionSource {
+  readonly name = 'own';
+  readonly storage = new AsyncLocalStorage<OutboxTransactionContext>();
+  initialized = false;
+  init() {
+    this.initialized = true;
+  }
+  current(dataSource: DataSource) {
+    const context = this.storage.getStore();
+    return context?.dataSource === dataSource ? context : undefined;
+  }
+  async run<T>(dataSource: DataSource, work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    const outer = this.current(dataSource);
+    if (outer) return work(outer.manager);
+    return dataSource.transaction((manager) => this.storage.run({ dataSource, manager, afterCommit: [] }, () => work(manager)));
+  }
+}
+
+describe(`transactions: a custom OutboxTransactionSource on ${DATABASE_LABEL.sqlite}`, () => {
+  let db: TestDatabase;
+  let app: INestApplication;
+  const own = new OwnTransactions();
+
+  beforeAll(async () => {
+    db = await createTestDatabase('sqlite');
+    const moduleRef = await createOutboxTestingModule({ db, outbox: { transactions: own, publisher: { enabled: false } } });
+    app = moduleRef.createNestApplication();
+    await app.init();
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await db?.drop();
+  });
+
+  it('is initialized at startup; emit() and manager join its transactions, which commit and roll back the event', async () => {
+    expect(own.initialized).toBe(true);
+    const outbox = app.get(OutboxService);
+    const ds = app.get(DataSource);
+    await own.run(ds, async (manager) => {
+      expect(outbox.manager).toBe(manager);
+      await outbox.emit('Kept', {});
+    });
+    await expect(
+      outbox.transaction(async (manager) => {
+        expect(own.storage.getStore()?.manager).toBe(manager);
+        await outbox.emit('Dropped', {});
+        throw new Error('roll back');
+      }),
+    ).rejects.toThrow('roll back');
+    expect((await ds.getRepository(OutboxMessage).find()).map((m) => m.pattern)).toEqual(['Kept']);
+  });
+});
 
 describe("transactions option validation (SQLite (better-sqlite3))", () => {
   let db: TestDatabase;
