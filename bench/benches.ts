@@ -8,4 +8,5 @@ export const BENCHES: Record<string, () => Promise<{ default: Bench }>> = {
   'idempotency-http': () => import('./idempotency-http.bench'),
   'consumer-dedup': () => import('./consumer-dedup.bench'),
   relay: () => import('./relay.bench'),
+  latency: () => import('./latency.bench'),
 };

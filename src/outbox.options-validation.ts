@@ -87,6 +87,7 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
     publishTimeout: checkNumber('publisher.publishTimeout', pub.publishTimeout, d.publishTimeout, { min: 10, integer: true }),
     leaseDuration: checkNumber('publisher.leaseDuration', pub.leaseDuration, d.leaseDuration, { min: 1000, integer: true }),
     notify: checkBoolean('publisher.notify', pub.notify, d.notify),
+    maxBatchesInFlight: checkNumber('publisher.maxBatchesInFlight', pub.maxBatchesInFlight, d.maxBatchesInFlight, { min: 1, max: 64, integer: true }),
   };
   if (pub.leaseDuration === undefined && publisher.leaseDuration < publisher.publishTimeout + 1000) {
     publisher.leaseDuration = publisher.publishTimeout * 2 + 1000;

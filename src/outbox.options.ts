@@ -44,6 +44,13 @@ export interface OutboxPublisherOptions {
    * @default true
    */
   notify?: boolean;
+  /**
+   * Batches the loop may have awaiting broker confirmations at once: the next claim starts while earlier batches
+   * are still being confirmed, which keeps commit-to-broker latency low and throughput high. Claimed rows stay
+   * exclusive and per-key order holds whatever the value; 1 makes the loop strictly one batch at a time.
+   * @default 4
+   */
+  maxBatchesInFlight?: number;
 }
 
 /** Removal of published rows: at once, or after a retention period by a scheduled cleanup in small batches. */
@@ -152,6 +159,7 @@ export const DEFAULT_PUBLISHER_OPTIONS: Readonly<Required<OutboxPublisherOptions
   publishTimeout: 10_000,
   leaseDuration: 30_000,
   notify: true,
+  maxBatchesInFlight: 4,
 });
 
 export const DEFAULT_CLEANUP_OPTIONS: Readonly<Required<OutboxCleanupOptions>> = Object.freeze({

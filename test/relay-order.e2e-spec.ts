@@ -29,10 +29,14 @@ for (const kind of kinds) {
       const events: string[] = [];
       let firstEmitted!: () => void;
       const emitted = new Promise<void>((resolve) => (firstEmitted = resolve));
+      let otherEmitted!: () => void;
+      const otherDone = new Promise<void>((resolve) => (otherEmitted = resolve));
       const first = outbox.transaction(async () => {
         await outbox.emit('E', { n: 'first' }, { key: 'K', messageId: 'first' });
         firstEmitted();
-        await new Promise((r) => setTimeout(r, 400));
+        // Another key is not blocked by this transaction (bounded wait, so a wrong lock fails instead of hanging).
+        await Promise.race([otherDone, new Promise((r) => setTimeout(r, 5000))]);
+        await new Promise((r) => setTimeout(r, 300));
         events.push('first commits');
       });
       await emitted;
@@ -43,6 +47,7 @@ for (const kind of kinds) {
       const other = outbox.transaction(async () => {
         await outbox.emit('E', { n: 'other' }, { key: 'other-key', messageId: 'other' });
         events.push('other key emitted');
+        otherEmitted();
       });
       await Promise.all([first, second, other]);
       expect(events).toEqual(['other key emitted', 'first commits', 'second emitted']);

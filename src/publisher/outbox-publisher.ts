@@ -45,6 +45,14 @@ interface BatchOutcome {
   unstarted: ClaimedOutboxRow[];
 }
 
+/** A batch claimed under one owner token. */
+interface ClaimedBatch {
+  owner: string;
+  rows: ClaimedOutboxRow[];
+  /** Local time by which the lease has surely ended (a conservative bound of the database's lease end). */
+  leaseDeadline: number;
+}
+
 /** Margin kept between the end of the longest possible publish and the end of the lease. */
 const LEASE_SAFETY_MS = 500;
 
@@ -72,8 +80,12 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   private transport?: OutboxTransport;
   private timer?: NodeJS.Timeout;
   private stopped = false;
-  private draining?: Promise<void>;
-  private again = false;
+  /** Batches claimed by the loop whose publishes or completion writes are still running. */
+  private readonly inFlight = new Set<Promise<void>>();
+  /** The loop's claim in progress (at most one at a time). */
+  private claiming?: Promise<void>;
+  /** A pass was asked for (poll, wake-up, a full batch, a batch that may have unblocked keys). */
+  private wanted = false;
   private wakeScheduled = false;
   private failingSince?: number;
   private lastFailureLog = 0;
@@ -151,7 +163,8 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
       this.timer = undefined;
     }
     await this.wakeup?.close();
-    await this.draining;
+    await this.claiming;
+    await Promise.all([...this.inFlight]);
   }
 
   /**
@@ -186,44 +199,79 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     return outsideTransactionContext(() => this.passes.run(() => this.pass()));
   }
 
-  /** Starts draining unless a drain is running, in which case that drain goes round once more. */
+  /**
+   * Asks the loop for a pass. The loop claims one batch at a time and starts the next claim as soon as a batch's
+   * publishes are under way (up to `maxBatchesInFlight` batches awaiting confirmations), so a commit never waits
+   * for an earlier batch's broker confirmations. Rows of an in-flight batch stay claimed, so no row is taken twice
+   * and a key's later rows wait for its earlier ones.
+   */
   protected trigger(): void {
     if (this.stopped) return;
-    if (this.draining) {
-      this.again = true;
-      return;
-    }
-    this.draining = this.drain().finally(() => {
-      this.draining = undefined;
+    this.wanted = true;
+    this.pump();
+  }
+
+  private pump(): void {
+    const limit = this.options.publisher.maxBatchesInFlight;
+    if (!this.wanted || this.claiming || this.stopped || this.inFlight.size >= limit) return;
+    this.wanted = false;
+    this.claiming = outsideTransactionContext(() => this.launch()).finally(() => {
+      this.claiming = undefined;
+      this.pump();
     });
   }
 
-  protected async drain(): Promise<void> {
-    do {
-      this.again = false;
-      try {
-        const result = await this.runPass();
-        this.recovered();
-        if (result.claimed >= this.options.publisher.batchSize) this.again = true;
-      } catch (error) {
-        this.reportPassFailure(error);
-        return;
-      }
-    } while (this.again && !this.stopped);
+  /** Claims one batch for the loop and lets it publish and complete in the background. */
+  private async launch(): Promise<void> {
+    let claim: ClaimedBatch | undefined;
+    try {
+      claim = await this.claimBatch();
+      this.recovered();
+    } catch (error) {
+      this.wanted = false; // the next poll retries; no tight loop while the database is down
+      this.reportPassFailure(error);
+      return;
+    }
+    if (!claim) return;
+    if (claim.rows.length >= this.options.publisher.batchSize) this.wanted = true;
+    const keyed = claim.rows.some((r) => r.key !== null);
+    const batch: Promise<void> = this.settle(claim)
+      .then(
+        () => {
+          // Later rows of this batch's keys waited for it: look for them now rather than at the next poll.
+          if (keyed) this.wanted = true;
+        },
+        (error) => this.reportPassFailure(error),
+      )
+      .finally(() => {
+        this.inFlight.delete(batch);
+        this.pump();
+      });
+    this.inFlight.add(batch);
   }
 
   /** Claim, publish concurrently (in order within a key), mark. */
   protected async pass(): Promise<OutboxPassResult> {
-    const client = this.resolveClient();
+    const claim = await this.claimBatch();
+    if (!claim) return { claimed: 0, published: 0, failed: 0, fenced: 0, released: 0 };
+    return this.settle(claim);
+  }
+
+  /** Claims up to `batchSize` due rows under a new owner token. */
+  protected async claimBatch(): Promise<ClaimedBatch | undefined> {
+    this.resolveClient();
     const { dataSource, dialect, table } = this.database;
     const owner = randomUUID();
     const { batchSize, leaseDuration } = this.options.publisher;
     // The lease ends `leaseDuration` after the database evaluated the claim, which is after this instant.
     const leaseDeadline = Date.now() + leaseDuration;
     const rows = await runOnConnection(dataSource, (m) => dialect.claim(m, { table, owner, limit: batchSize, leaseMs: leaseDuration }));
-    if (rows.length === 0) return { claimed: 0, published: 0, failed: 0, fenced: 0, released: 0 };
+    return rows.length === 0 ? undefined : { owner, rows, leaseDeadline };
+  }
 
-    const outcome = await this.publishBatch(client, rows, leaseDeadline);
+  /** Publishes a claimed batch and writes its outcome back. */
+  protected async settle({ owner, rows, leaseDeadline }: ClaimedBatch): Promise<OutboxPassResult> {
+    const outcome = await this.publishBatch(this.resolveClient(), rows, leaseDeadline);
     return this.complete(owner, rows, outcome);
   }
 
