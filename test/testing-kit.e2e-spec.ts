@@ -1,11 +1,12 @@
 import { CanActivate, Controller, ExecutionContext, INestApplication, Injectable, Module, UseGuards } from '@nestjs/common';
-import { ClientsModule, EventPattern, MicroserviceOptions, Payload, Transport } from '@nestjs/microservices';
+import { ClientProxy, ClientsModule, EventPattern, MicroserviceOptions, Payload, ReadPacket, Transport, WritePacket } from '@nestjs/microservices';
 import { ScheduleModule } from '@nestjs/schedule';
 import { Test, TestingModuleBuilder } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { getOutboxMessageId, Idempotent, OutboxEnvelopeDeserializer, OutboxModule, OutboxService } from '../src';
 import { deliverEveryMessageTwice, flushOutbox } from '../src/testing';
+import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
 import { createTestDatabase, DATABASE_LABEL, TestDatabase } from './helpers/databases';
 import { freePort, waitFor } from './helpers/ports';
@@ -36,6 +37,24 @@ class Consumers {
   @EventPattern('Ping')
   onPing() {
     Consumers.naiveEffects++;
+  }
+}
+
+/** A broker that takes 300 ms to confirm each message. */
+class SlowBroker extends ClientProxy {
+  readonly sent: string[] = [];
+  async connect(): Promise<void> {}
+  async close(): Promise<void> {}
+  unwrap<T>(): T {
+    return undefined as T;
+  }
+  protected publish(_packet: ReadPacket, _callback: (packet: WritePacket) => void): () => void {
+    return () => undefined;
+  }
+  protected async dispatchEvent<T = unknown>(packet: ReadPacket): Promise<T> {
+    await new Promise((r) => setTimeout(r, 300));
+    this.sent.push(packet.pattern);
+    return undefined as T;
   }
 }
 
@@ -87,6 +106,22 @@ describe(`nestjs-outbox/testing (TCP, ${DATABASE_LABEL.sqlite})`, () => {
     await waitFor(async () => (await app!.get(DataSource).getRepository(TestOrder).count()) === 1, 'the deposit to be applied');
     expect(arrivals).toEqual([{ pattern: 'Deposit', messageId: id }]);
     expect(await flushOutbox(app)).toBe(0);
+  });
+
+  it('flushOutbox() with the publisher enabled also waits for a batch its own loop has in flight', async () => {
+    const slow = await createOutboxTestingModule({
+      db,
+      client: { customClass: SlowBroker, options: {} } as any,
+      outbox: { transport: 'tcp', publisher: { enabled: true, pollingInterval: 60_000 } },
+    });
+    app = slow.createNestApplication({ logger: false });
+    await app.init();
+    const outbox = app.get(OutboxService);
+    await outbox.transaction(() => outbox.emit('Slow', {})); // the commit wakes the publisher's own loop
+    await waitFor(async () => (await outbox.stats()).inFlight === 1, "the publisher's loop to claim the row");
+    await flushOutbox(app);
+    expect(await outbox.stats()).toMatchObject({ pending: 0, inFlight: 0, due: 0 });
+    expect(app.get<SlowBroker>('BROKER').sent).toEqual(['Slow']);
   });
 
   it('deliverEveryMessageTwice(): every message arrives twice with one id; the idempotent consumer applies it once, the naive one twice', async () => {

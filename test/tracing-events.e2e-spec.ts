@@ -52,7 +52,7 @@ for (const kind of kinds) {
       const moduleRef = await createOutboxTestingModule({
         db,
         client: { customClass: ScriptedClient, options: {} } as any,
-        outbox: { transport: 'tcp', publisher: { pollingInterval: 60_000 }, retry: { maxAttempts: 3, initialDelay: 60_000 } },
+        outbox: { transport: 'tcp', publisher: { enabled: false }, retry: { maxAttempts: 3, initialDelay: 60_000 } },
       });
       app = moduleRef.createNestApplication({ logger: false });
       await app.init();

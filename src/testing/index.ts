@@ -11,18 +11,39 @@
  */
 import type { INestApplicationContext } from '@nestjs/common';
 import type { TestingModuleBuilder } from '@nestjs/testing';
+import { OutboxService } from '../outbox/outbox.service';
 import { OutboxPublisher } from '../publisher/outbox-publisher';
 import { TwiceDeliveringOutboxPublisher } from './twice-delivering.publisher';
 
 export { TwiceDeliveringOutboxPublisher } from './twice-delivering.publisher';
 
+/** Options of `flushOutbox()`. */
+export interface FlushOutboxOptions {
+  /** Most milliseconds to wait for batches the publisher's own loop has in flight. @default 10000 */
+  timeout?: number;
+}
+
 /**
- * Publishes every due outbox message now (passes until none is due) and resolves with the number published, so a
- * test can assert on what consumers received without waiting for the publisher's poll. Works with the publisher
- * enabled or disabled (`publisher: { enabled: false }` makes the test the only one that publishes).
+ * Publishes every due outbox message now and resolves with the number this call published, so a test can assert
+ * on what consumers received without waiting for the publisher's poll. When the app's publisher is enabled its own
+ * loop may already hold some rows in flight: `flushOutbox()` also waits until no claimed row is left (up to
+ * `timeout`), so every message due when it was called has been handed to the broker when it resolves. For exact
+ * counts, set `publisher: { enabled: false }` in tests: then only `flushOutbox()` publishes.
  */
-export function flushOutbox(app: INestApplicationContext): Promise<number> {
-  return app.get(OutboxPublisher, { strict: false }).flush();
+export async function flushOutbox(app: INestApplicationContext, options: FlushOutboxOptions = {}): Promise<number> {
+  const publisher = app.get(OutboxPublisher, { strict: false });
+  const outbox = app.get(OutboxService, { strict: false });
+  const deadline = Date.now() + (options.timeout ?? 10_000);
+  let total = await publisher.flush();
+  for (;;) {
+    const { inFlight, due } = await outbox.stats();
+    if (inFlight === 0 && due === 0) return total;
+    if (Date.now() > deadline) {
+      throw new Error(`flushOutbox(): ${inFlight} message(s) still in flight and ${due} due after ${options.timeout ?? 10_000} ms.`);
+    }
+    if (inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    total += await publisher.flush();
+  }
 }
 
 /**
