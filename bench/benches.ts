@@ -9,4 +9,5 @@ export const BENCHES: Record<string, () => Promise<{ default: Bench }>> = {
   'consumer-dedup': () => import('./consumer-dedup.bench'),
   relay: () => import('./relay.bench'),
   latency: () => import('./latency.bench'),
+  'claim-scale': () => import('./claim-scale.bench'),
 };

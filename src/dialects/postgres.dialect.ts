@@ -40,7 +40,7 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
       `WITH c AS MATERIALIZED (SELECT m.${q('seq')}, m.${q('ordering_key')} FROM ${t} m WHERE ${this.claimableWhere(table)} ORDER BY m.${q('seq')} LIMIT $2 FOR UPDATE SKIP LOCKED),
        ok AS (SELECT c.${q('seq')} FROM c WHERE c.${q('ordering_key')} IS NULL OR NOT EXISTS (
          SELECT 1 FROM ${t} e WHERE e.${q('ordering_key')} = c.${q('ordering_key')} AND e.${q('status')} IN ('pending', 'dead') AND e.${q('seq')} < c.${q('seq')}
-           AND NOT EXISTS (SELECT 1 FROM c c2 WHERE c2.${q('seq')} = e.${q('seq')})))
+           AND e.${q('seq')} NOT IN (SELECT c2.${q('seq')} FROM c c2)))
        UPDATE ${t} m SET ${q('claimed_by')} = $1, ${q('claimed_until')} = ${this.nowMs} + $3, ${q('attempts')} = m.${q('attempts')} + 1
        FROM ok WHERE m.${q('seq')} = ok.${q('seq')}
        RETURNING ${this.claimedColumns.map((c) => `m.${q(c)}`).join(', ')}`,

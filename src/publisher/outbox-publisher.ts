@@ -190,7 +190,8 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     for (;;) {
       const result = await this.runPass();
       total += result.published;
-      if (result.claimed < this.options.publisher.batchSize || result.published === 0) return total;
+      // A short batch does not mean the end: a key's later rows become claimable once its earlier ones are sent.
+      if (result.claimed === 0 || result.published === 0) return total;
     }
   }
 
