@@ -123,8 +123,10 @@ export class ChildApp {
     clearTimeout(timer);
   }
 
-  /** Resolves with the first signal (from now on, or already received when `past`) that `match` accepts. */
+  /** Resolves with the first signal (already received, or from now on) that `match` accepts. */
   waitForSignal(match: (s: ChildSignal) => boolean, timeoutMs = 60_000): Promise<ChildSignal> {
+    const past = this.signals.find(match);
+    if (past) return Promise.resolve(past);
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         off();
