@@ -42,7 +42,9 @@ export class ClsTransactionSource implements OutboxTransactionSource {
   async init(_dataSource: DataSource, moduleRef: ModuleRef): Promise<void> {
     let module: { getTransactionHostToken(connectionName?: string): symbol | Function };
     try {
-      module = (await import('@nestjs-cls/transactional')) as unknown as typeof module;
+      const loaded = (await import('@nestjs-cls/transactional')) as unknown as typeof module & { default?: typeof module };
+      // From the ES module build, a CommonJS package's exports may sit on `default` only.
+      module = typeof loaded.getTransactionHostToken === 'function' ? loaded : loaded.default!;
     } catch (error) {
       throw new OutboxConfigurationError(
         "OutboxModule option `transactions: 'cls'` needs the packages nestjs-cls, @nestjs-cls/transactional and " +
