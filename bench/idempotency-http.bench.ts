@@ -1,4 +1,4 @@
-import { fork } from 'node:child_process';
+import { ChildProcess, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { createTestDatabase } from '../test/helpers/databases';
@@ -16,9 +16,32 @@ const CONNECTIONS = 10;
 type Variant = 'plain' | 'idempotent' | 'node-idempotency';
 const VARIANTS: Variant[] = ['plain', 'idempotent', 'node-idempotency'];
 
+interface Run {
+  rps: number;
+  p99: number;
+  bad: number;
+  /** CPU time of the server process per completed request, in microseconds (robust to other load on the machine). */
+  cpuUs: number;
+}
+
+/** The server's CPU time so far (µs). */
+function serverCpu(server: ChildProcess): Promise<number> {
+  return new Promise((resolve) => {
+    const onMessage = (m: any) => {
+      if (typeof m?.cpu === 'number') {
+        server.off('message', onMessage);
+        resolve(m.cpu);
+      }
+    };
+    server.on('message', onMessage);
+    server.send('cpu');
+  });
+}
+
 /** One autocannon run against a route, every request with a fresh Idempotency-Key (the first-execution path). */
-async function load(base: string, variant: Variant, seconds: number): Promise<{ rps: number; p99: number; bad: number }> {
+async function load(server: ChildProcess, base: string, variant: Variant, seconds: number): Promise<Run> {
   let n = 0;
+  const cpuBefore = await serverCpu(server);
   const result = await autocannon({
     url: `${base}/${variant}`,
     method: 'POST',
@@ -35,7 +58,8 @@ async function load(base: string, variant: Variant, seconds: number): Promise<{ 
       },
     ],
   });
-  return { rps: result.requests.average, p99: result.latency.p99, bad: result.non2xx + result.errors + result.timeouts };
+  const cpu = (await serverCpu(server)) - cpuBefore;
+  return { rps: result.requests.average, p99: result.latency.p99, bad: result.non2xx + result.errors + result.timeouts, cpuUs: cpu / Math.max(1, result.requests.total) };
 }
 
 /**
@@ -56,15 +80,16 @@ const bench: Bench = async (): Promise<BenchResult> => {
       server.once('exit', (code) => reject(new Error(`bench server exited with ${code}`)));
     });
     const base = `http://127.0.0.1:${port}`;
-    for (const variant of VARIANTS) await load(base, variant, 1); // warm-up (JIT, pools, Redis connection)
+    for (const variant of VARIANTS) await load(server, base, variant, 1); // warm-up (JIT, pools, Redis connection)
 
-    const runs: Record<Variant, Array<{ rps: number; p99: number; bad: number }>> = { plain: [], idempotent: [], 'node-idempotency': [] };
+    const runs: Record<Variant, Run[]> = { plain: [], idempotent: [], 'node-idempotency': [] };
     for (let round = 0; round < ROUNDS; round++) {
-      for (const variant of VARIANTS) runs[variant].push(await load(base, variant, DURATION_S));
+      for (const variant of VARIANTS) runs[variant].push(await load(server, base, variant, DURATION_S));
     }
     const rps = (v: Variant) => median(runs[v].map((r) => r.rps));
     const p99 = (v: Variant) => median(runs[v].map((r) => r.p99));
     const bad = (v: Variant) => runs[v].reduce((sum, r) => sum + r.bad, 0);
+    const cpu = (v: Variant) => Math.round(median(runs[v].map((r) => r.cpuUs)));
     const plain = rps('plain');
     const idempotent = rps('idempotent');
     const peer = rps('node-idempotency');
@@ -74,6 +99,7 @@ const bench: Bench = async (): Promise<BenchResult> => {
         variant: v,
         'req/s (median)': Math.round(rps(v)),
         'p99 ms': p99(v),
+        'server CPU µs/req': cpu(v),
         'non-2xx/errors': bad(v),
         runs: runs[v].map((r) => Math.round(r.rps)).join(' / '),
       })),
@@ -86,6 +112,9 @@ const bench: Bench = async (): Promise<BenchResult> => {
         plain_p99_ms: p99('plain'),
         idempotent_p99_ms: p99('idempotent'),
         node_idempotency_p99_ms: p99('node-idempotency'),
+        plain_cpu_us_per_req: cpu('plain'),
+        idempotent_cpu_us_per_req: cpu('idempotent'),
+        node_idempotency_cpu_us_per_req: cpu('node-idempotency'),
         errors: bad('plain') + bad('idempotent') + bad('node-idempotency'),
         connections: CONNECTIONS,
         duration_s: DURATION_S,

@@ -69,6 +69,10 @@ async function main(): Promise<void> {
   const { port } = app.getHttpServer().address();
   process.send?.({ port });
   process.on('message', async (message: unknown) => {
+    if (message === 'cpu') {
+      const { user, system } = process.cpuUsage();
+      process.send?.({ cpu: user + system, user, system });
+    }
     if (message === 'stop') {
       await app.close();
       process.exit(0);
