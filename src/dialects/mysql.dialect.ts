@@ -1,4 +1,5 @@
 import type { EntityManager } from 'typeorm';
+import { OutboxConfigurationError } from '../errors';
 import { OUTBOX_KEY_LOCK_TABLE } from '../outbox/outbox-key-lock.entity';
 import type { ClaimedOutboxRow, ClaimRequest } from './outbox-dialect';
 import { checkedSeq, SqlOutboxDialect } from './sql-dialect.base';
@@ -60,7 +61,16 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
    */
   async prepare(manager: EntityManager, table: string): Promise<void> {
     const locks = this.quoteTable(this.keyLockTable(table));
-    const { records } = await this.execute(manager, `SELECT COUNT(*) AS ${this.quote('n')} FROM ${locks}`);
+    let records: any[];
+    try {
+      ({ records } = await this.execute(manager, `SELECT COUNT(*) AS ${this.quote('n')} FROM ${locks}`));
+    } catch (error) {
+      throw new OutboxConfigurationError(
+        `nestjs-outbox needs the table ${locks} on MySQL/MariaDB (it orders each key's messages by commit), but reading it failed: ` +
+          `${(error as Error)?.message}. Add OutboxKeyLock to the DataSource's entities (autoLoadEntities does it) and run ` +
+          'the CreateOutboxTables1764374400000 migration, or use synchronize in development.',
+      );
+    }
     if (Number(records[0]?.n ?? 0) >= KEY_LOCK_BUCKETS) return;
     const values = Array.from({ length: KEY_LOCK_BUCKETS }, (_, b) => `(${b}, 0)`).join(', ');
     await this.execute(manager, `INSERT IGNORE INTO ${locks} (${this.quote('bucket')}, ${this.quote('n')}) VALUES ${values}`);
