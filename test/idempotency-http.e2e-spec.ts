@@ -127,6 +127,23 @@ class OrdersController {
   }
 }
 
+/** A class-level @Idempotent(): its POST needs a key, its GET does not. */
+@Controller('guarded')
+@Idempotent()
+class GuardedController {
+  private reads = 0;
+
+  @Get()
+  read() {
+    return { reads: ++this.reads };
+  }
+
+  @Post()
+  write() {
+    return { ok: true };
+  }
+}
+
 type Platform = 'express' | 'fastify';
 const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
 
@@ -142,7 +159,7 @@ for (const kind of kinds) {
 
       beforeAll(async () => {
         db = await createTestDatabase(kind);
-        const moduleRef = await createOutboxTestingModule({ db, controllers: [OrdersController], outbox: { publisher: { enabled: false } } });
+        const moduleRef = await createOutboxTestingModule({ db, controllers: [OrdersController, GuardedController], outbox: { publisher: { enabled: false } } });
         app = platform === 'express' ? moduleRef.createNestApplication({ logger: false }) : moduleRef.createNestApplication(new FastifyAdapter(), { logger: false });
         app.useGlobalPipes(new ValidationPipe({ whitelist: true }));
         app.useGlobalInterceptors(new ClassSerializerInterceptor(app.get(Reflector)));
@@ -359,10 +376,14 @@ for (const kind of kinds) {
         });
       }
 
-      it('leaves routes without @Idempotent() alone', async () => {
+      it('leaves routes without @Idempotent() alone, and lets safe methods (GET) of a guarded controller through without a key', async () => {
         const res = await request(url).get('/orders/ping');
         expect(res.status).toBe(200);
         expect(res.text).toBe('pong');
+        const read = await request(url).get('/guarded');
+        expect(read.status).toBe(200);
+        expect(read.body).toEqual({ reads: expect.any(Number) });
+        expect((await request(url).post('/guarded').send({})).status).toBe(400);
       });
     });
   }

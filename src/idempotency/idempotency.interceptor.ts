@@ -63,6 +63,8 @@ export interface IdempotentCall {
 
 let classTransformer: { instanceToPlain(value: unknown): unknown } | null | undefined;
 
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
 /**
  * The interceptor behind `@Idempotent()`. Every step is `protected`: extend the class, override a step
  * (`scopeOf`, `fingerprintHttp`, `toStoredResponse`, `replay`, `skipDuplicate`, …) and apply it with
@@ -91,6 +93,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
   protected async interceptHttp(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
     const options = this.optionsOf(context);
     const request = context.switchToHttp().getRequest();
+    // Safe methods are idempotent by definition (a class-level @Idempotent() must not demand keys for reads).
+    if (SAFE_METHODS.has(request.method)) return next.handle();
     const key = this.readHttpKey(context, request, options);
     if (key === undefined) {
       if (options.required) throw this.reject(context, missingKeyProblem(options.header));
