@@ -1,4 +1,4 @@
-import type { EntityManager } from 'typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
 
 /** A row to insert into the outbox table. Times are epoch milliseconds; `undefined` means "now" on the DB clock. */
 export interface NewOutboxRow {
@@ -77,6 +77,8 @@ export interface OutboxDialect {
   param(index: number): string;
   /** Prepares what the dialect needs once at startup (MySQL: the key-lock rows). Idempotent. */
   prepare(manager: EntityManager, table: string): Promise<void>;
+  /** Closes what the dialect opened for `dataSource` (PostgreSQL: the relay's own pool); called at shutdown. */
+  dispose(dataSource: DataSource): Promise<void>;
   /** Inserts rows in one statement through `manager` (the caller's transaction). */
   insert(manager: EntityManager, table: string, rows: readonly NewOutboxRow[]): Promise<void>;
   /** Claims up to `limit` due, unclaimed, pending rows for `owner`, counting one attempt each. */

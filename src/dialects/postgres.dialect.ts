@@ -1,6 +1,11 @@
-import type { EntityManager } from 'typeorm';
+import { createHash } from 'node:crypto';
+import type { DataSource, EntityManager } from 'typeorm';
 import type { ClaimedOutboxRow, ClaimRequest } from './outbox-dialect';
-import { SqlOutboxDialect } from './sql-dialect.base';
+import { pgConnectionConfig, pgModule } from './postgres.connection';
+import { ExecuteOptions, SqlOutboxDialect, StatementResult } from './sql-dialect.base';
+
+/** Connections of the relay's own pool per DataSource. */
+const RELAY_POOL_SIZE = 3;
 
 /** First key of the two-key advisory locks that serialize same-key writers ('outb' in ASCII). */
 export const OUTBOX_ADVISORY_LOCK_CLASS = 0x6f757462;
@@ -20,6 +25,52 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
 
   param(index: number): string {
     return `$${index}`;
+  }
+
+  /** The relay's own small pool per DataSource (`null` once disposed: statements fall back to TypeORM's pool). */
+  private readonly relayPools = new WeakMap<DataSource, any>();
+
+  /**
+   * Relay statements (claim, completion writes) run on a small pool of the relay's own, with
+   * `synchronous_commit = off`: a claim or a mark lost in a database crash only means the message is published
+   * again (at-least-once), and the relay no longer waits for a WAL flush per statement. The claim, whose text never
+   * changes, is a named prepared statement. Everything else — the callers' transactions included — stays on
+   * TypeORM's connections.
+   */
+  async execute(manager: EntityManager, sql: string, params: unknown[] = [], options: ExecuteOptions = {}): Promise<StatementResult> {
+    if (options.relay && !manager.queryRunner) {
+      const pool = this.relayPool(manager.connection);
+      if (pool) {
+        const query = options.name
+          ? { name: `nestjs_outbox_${options.name}_${createHash('sha1').update(sql).digest('hex').slice(0, 12)}`, text: sql, values: params }
+          : { text: sql, values: params };
+        const result = await pool.query(query);
+        return { records: result.rows ?? [], affected: Number(result.rowCount ?? 0) };
+      }
+    }
+    return super.execute(manager, sql, params, options);
+  }
+
+  private relayPool(dataSource: DataSource): any {
+    let pool = this.relayPools.get(dataSource);
+    if (pool === undefined) {
+      const { Pool } = pgModule(dataSource);
+      pool = new Pool({
+        ...pgConnectionConfig(dataSource, 'nestjs-outbox-relay'),
+        max: RELAY_POOL_SIZE,
+        idleTimeoutMillis: 30_000,
+        options: '-c synchronous_commit=off',
+      });
+      pool.on('error', () => undefined); // an idle connection that dies is replaced on the next query
+      this.relayPools.set(dataSource, pool);
+    }
+    return pool;
+  }
+
+  async dispose(dataSource: DataSource): Promise<void> {
+    const pool = this.relayPools.get(dataSource);
+    this.relayPools.set(dataSource, null);
+    if (pool) await pool.end().catch(() => undefined);
   }
 
   protected async lockKeys(manager: EntityManager, _table: string, keys: readonly string[]): Promise<void> {
@@ -45,6 +96,7 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
        FROM ok WHERE m.${q('seq')} = ok.${q('seq')}
        RETURNING ${this.claimedColumns.map((c) => `m.${q(c)}`).join(', ')}`,
       [owner, limit, leaseMs],
+      { relay: true, name: 'claim' },
     );
     return records.map((r) => this.toClaimed(r)).sort((a, b) => Number(BigInt(a.seq) - BigInt(b.seq)));
   }

@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
+import { pgConnectionConfig, pgModule } from './postgres.connection';
 
 /**
  * Wakes the publishers of other processes on PostgreSQL: after a commit that wrote outbox rows a `NOTIFY` goes out
@@ -48,19 +49,8 @@ export class PostgresWakeup {
   /** LISTENs on a dedicated connection and calls `onWake` for notifications of other processes. Reconnects. */
   async listen(onWake: () => void): Promise<void> {
     if (this.closed) return;
-    const driver = this.dataSource.driver as any;
-    const pg = driver.postgres;
-    const options = driver.options ?? {};
-    const client = new pg.Client({
-      connectionString: options.url,
-      host: options.host,
-      port: options.port,
-      user: options.username,
-      password: options.password,
-      database: options.database,
-      ssl: options.ssl,
-      application_name: 'nestjs-outbox-listener',
-    });
+    const { Client } = pgModule(this.dataSource);
+    const client = new Client(pgConnectionConfig(this.dataSource, 'nestjs-outbox-listener'));
     this.client = client;
     const retry = () => {
       if (this.closed || this.client !== client) return;

@@ -1,4 +1,4 @@
-import type { EntityManager } from 'typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
 import type {
   ClaimedOutboxRow,
   ClaimRequest,
@@ -14,6 +14,17 @@ export interface UniqueIndexRef {
   name: string;
   table: string;
   columns: readonly string[];
+}
+
+/** How a statement runs. */
+export interface ExecuteOptions {
+  /**
+   * A statement of the publisher's relay (claim, completion writes) run outside any caller's transaction: a dialect
+   * may send it over its own connections (PostgreSQL: a small pool with `synchronous_commit = off`).
+   */
+  relay?: boolean;
+  /** A stable name for a statement whose text never changes, so the database may keep it prepared. */
+  name?: string;
 }
 
 /** Result of a statement: the rows it returned and the number of rows it changed. */
@@ -53,7 +64,8 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
   }
 
   /** Runs one statement and reports the rows it returned and changed, the same way on every driver. */
-  async execute(manager: EntityManager, sql: string, params: unknown[] = []): Promise<StatementResult> {
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars
+  async execute(manager: EntityManager, sql: string, params: unknown[] = [], _options: ExecuteOptions = {}): Promise<StatementResult> {
     const own = manager.queryRunner ? undefined : manager.connection.createQueryRunner();
     const runner = manager.queryRunner ?? own!;
     try {
@@ -97,6 +109,9 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
 
   async prepare(_manager: EntityManager, _table: string): Promise<void> {}
 
+  /** Closes what the dialect opened for `dataSource` (PostgreSQL: the relay's own pool). */
+  async dispose(_dataSource: DataSource): Promise<void> {}
+
   /**
    * Serializes writers of the same ordering keys until the caller's transaction ends, so a key's rows get their
    * sequence numbers in commit order. Keys arrive sorted (a fixed lock order within one call). Default: nothing
@@ -116,6 +131,7 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
       manager,
       `DELETE FROM ${this.quoteTable(table)} WHERE ${q('claimed_by')} = ${this.param(1)} AND ${q('seq')} IN (${seqs.map(checkedSeq).join(', ')})`,
       [owner],
+      { relay: true },
     );
     return affected;
   }
@@ -200,6 +216,7 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
       manager,
       `UPDATE ${this.quoteTable(table)} SET ${q('status')} = 'sent', ${q('sent_at')} = ${this.nowMs}, ${q('claimed_by')} = NULL, ${q('claimed_until')} = NULL, ${q('last_error')} = NULL WHERE ${q('claimed_by')} = ${this.param(1)} AND ${q('seq')} IN (${seqs.map(checkedSeq).join(', ')})`,
       [owner],
+      { relay: true },
     );
     return affected;
   }
@@ -221,6 +238,7 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
       manager,
       `UPDATE ${this.quoteTable(table)} SET ${q('status')} = ${statusExpr}, ${q('available_at')} = ${this.nowMs} + CASE ${q('seq')} ${delayCases} ELSE 0 END, ${q('last_error')} = CASE ${q('seq')} ${errorCases} ELSE ${q('last_error')} END, ${q('claimed_by')} = NULL, ${q('claimed_until')} = NULL WHERE ${q('claimed_by')} = ${p(owner)} AND ${q('seq')} IN (${failures.map((f) => f.seq).join(', ')})`,
       params,
+      { relay: true },
     );
     return affected;
   }
@@ -232,6 +250,7 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
       manager,
       `UPDATE ${this.quoteTable(table)} SET ${q('claimed_by')} = NULL, ${q('claimed_until')} = NULL, ${q('attempts')} = ${q('attempts')} - 1 WHERE ${q('claimed_by')} = ${this.param(1)} AND ${q('seq')} IN (${seqs.map(checkedSeq).join(', ')})`,
       [owner],
+      { relay: true },
     );
     return affected;
   }

@@ -165,6 +165,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     await this.wakeup?.close();
     await this.claiming;
     await Promise.all([...this.inFlight]);
+    await this.database.dialect.dispose(this.database.dataSource);
   }
 
   /**
