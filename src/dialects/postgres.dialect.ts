@@ -4,8 +4,8 @@ import type { ClaimedOutboxRow, ClaimRequest } from './outbox-dialect';
 import { pgConnectionConfig, pgModule } from './postgres.connection';
 import { ExecuteOptions, SqlOutboxDialect, StatementResult } from './sql-dialect.base';
 
-/** Connections of the relay's own pool per DataSource. */
-const RELAY_POOL_SIZE = 3;
+/** Connections of the relay's own pool per DataSource: a claim never queues behind the default 4 batches' completion writes. */
+const RELAY_POOL_SIZE = 5;
 
 /** First key of the two-key advisory locks that serialize same-key writers ('outb' in ASCII). */
 export const OUTBOX_ADVISORY_LOCK_CLASS = 0x6f757462;
