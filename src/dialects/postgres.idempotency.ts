@@ -42,18 +42,35 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
   private readonly dialect: SqlOutboxDialect;
   private readonly table: string;
   private readonly q: (c: string) => string;
+  /** Fixed SQL of the hot path, built once. */
+  private readonly sql: { select: string; insert: string; scope: string; key: string };
 
   constructor(private readonly config: IdempotencyStoreConfig) {
     this.dialect = config.dialect as unknown as SqlOutboxDialect;
     this.table = this.dialect.quoteTable(config.table);
     this.q = (c) => this.dialect.quote(c);
+    const q = this.q;
+    this.sql = {
+      select: `SELECT ${RECORD_COLUMNS.map(q).join(', ')}, ${q('expires_at')} <= ${this.dialect.nowMs} AS ${q('expired')} FROM ${this.table} WHERE `,
+      insert: `INSERT INTO ${this.table} (${['scope', 'idempotency_key', 'fingerprint', 'response_status', 'response_body', 'response_headers', 'created_at', 'expires_at'].map(q).join(', ')}) SELECT `,
+      scope: `${q('scope')} = `,
+      key: ` AND ${q('idempotency_key')} = `,
+    };
+  }
+
+  /** The two advisory lock ids: (table, scope, key), and the same with the request's fingerprint mixed in. */
+  private lockIds(scope: string, key: string, fingerprint: string): [string, string] {
+    const digest = lockDigest('', this.config.table, scope, key);
+    const keyLock = digest.readBigInt64BE(0);
+    // The fingerprint is itself a SHA-256 (hex): mixing its first 64 bits in needs no second hash.
+    const requestLock = BigInt.asIntN(64, keyLock ^ BigInt.asIntN(64, BigInt(`0x${fingerprint.slice(0, 16).padEnd(16, '0')}`)) ^ 1n);
+    return [keyLock.toString(), requestLock.toString()];
   }
 
   async begin(scope: string, key: string, fingerprint: string): Promise<IdempotencyBegin> {
     const runner = this.config.dataSource.createQueryRunner();
     const client = (await runner.connect()) as PoolClient;
-    const keyLock = lockDigest('', this.config.table, scope, key).readBigInt64BE(0).toString();
-    const requestLock = lockDigest('', this.config.table, scope, key, fingerprint).readBigInt64BE(0).toString();
+    const [keyLock, requestLock] = this.lockIds(scope, key, /^[0-9a-f]{16}/.test(fingerprint) ? fingerprint : lockDigest('', '', fingerprint, '').toString('hex'));
     const where = this.where(client, scope, key);
     let results: Array<{ rows: any[] }>;
     try {
@@ -82,8 +99,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
   /** The same locks and read inside a transaction opened elsewhere (bound parameters; the locks end with it). */
   async takeIn(manager: EntityManager, scope: string, key: string, fingerprint: string): Promise<IdempotencyTake> {
     const q = this.q;
-    const keyLock = lockDigest('', this.config.table, scope, key).readBigInt64BE(0).toString();
-    const requestLock = lockDigest('', this.config.table, scope, key, fingerprint).readBigInt64BE(0).toString();
+    const [keyLock, requestLock] = this.lockIds(scope, key, /^[0-9a-f]{16}/.test(fingerprint) ? fingerprint : lockDigest('', '', fingerprint, '').toString('hex'));
     const locks = await this.dialect.execute(manager, 'SELECT pg_try_advisory_xact_lock($1::bigint) AS locked, pg_try_advisory_xact_lock($2::bigint) AS request', [keyLock, requestLock]);
     const { records } = await this.dialect.execute(
       manager,
@@ -103,7 +119,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     const now = this.dialect.nowMs;
     await this.dialect.execute(
       manager,
-      `INSERT INTO ${this.table} (${q('scope')}, ${q('idempotency_key')}, ${q('fingerprint')}, ${q('response_status')}, ${q('response_body')}, ${q('response_headers')}, ${q('created_at')}, ${q('expires_at')}) VALUES ($1, $2, $3, $4, $5, $6, ${now}, ${now} + $7)`,
+      `INSERT INTO ${this.table} (${q('scope')}, ${q('idempotency_key')}, ${q('fingerprint')}, ${q('response_status')}, ${q('response_body')}, ${q('response_headers')}, ${q('created_at')}, ${q('expires_at')}) SELECT $1, $2, $3, $4::int, $5, $6, n.ms, n.ms + $7::bigint FROM (SELECT ${now} AS ms) AS n`,
       [scope, key, record.fingerprint, record.status, record.body, record.headers, Math.floor(record.ttl)],
     );
   }
@@ -130,12 +146,11 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
   }
 
   private where(client: PoolClient, scope: string, key: string): string {
-    return `${this.q('scope')} = ${client.escapeLiteral(scope)} AND ${this.q('idempotency_key')} = ${client.escapeLiteral(key)}`;
+    return `${this.sql.scope}${client.escapeLiteral(scope)}${this.sql.key}${client.escapeLiteral(key)}`;
   }
 
   private selectSql(where: string): string {
-    const q = this.q;
-    return `SELECT ${RECORD_COLUMNS.map(q).join(', ')}, ${q('expires_at')} <= ${this.dialect.nowMs} AS ${q('expired')} FROM ${this.table} WHERE ${where}`;
+    return this.sql.select + where;
   }
 
   /**
@@ -162,7 +177,6 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
   private attempt(runner: QueryRunner, client: PoolClient, scope: string, key: string, where: string, expired: boolean): IdempotencyAttempt {
     const context = attemptContext(this.config.dataSource, runner.manager);
     const lit = (value: string | null) => (value === null ? 'NULL' : client.escapeLiteral(value));
-    const q = this.q;
     const rollback = async () => {
       // A failed statement leaves the transaction aborted; ROLLBACK ends it either way.
       await this.end(runner, client, 'ROLLBACK');
@@ -188,8 +202,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
         const status = record.status === null ? 'NULL' : String(Math.floor(record.status));
         const sql =
           (expired ? `DELETE FROM ${this.table} WHERE ${where}; ` : '') +
-          `INSERT INTO ${this.table} (${q('scope')}, ${q('idempotency_key')}, ${q('fingerprint')}, ${q('response_status')}, ${q('response_body')}, ${q('response_headers')}, ${q('created_at')}, ${q('expires_at')}) ` +
-          `VALUES (${lit(scope)}, ${lit(key)}, ${lit(record.fingerprint)}, ${status}, ${lit(record.body)}, ${lit(record.headers)}, ${now}, ${now} + ${Math.floor(record.ttl)}); COMMIT`;
+          `${this.sql.insert}${lit(scope)}, ${lit(key)}, ${lit(record.fingerprint)}, ${status}, ${lit(record.body)}, ${lit(record.headers)}, n.ms, n.ms + ${Math.floor(record.ttl)} FROM (SELECT ${now} AS ms) AS n; COMMIT`;
         try {
           await commitWith(sql);
         } catch (error) {

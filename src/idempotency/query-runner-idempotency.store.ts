@@ -112,7 +112,7 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
     const now = this.dialect.nowMs;
     await this.dialect.execute(
       manager,
-      `INSERT INTO ${this.quotedTable} (${q('scope')}, ${q('idempotency_key')}, ${q('fingerprint')}, ${q('response_status')}, ${q('response_body')}, ${q('response_headers')}, ${q('created_at')}, ${q('expires_at')}) VALUES (?, ?, ?, ?, ?, ?, ${now}, ${now} + ?)`,
+      `INSERT INTO ${this.quotedTable} (${q('scope')}, ${q('idempotency_key')}, ${q('fingerprint')}, ${q('response_status')}, ${q('response_body')}, ${q('response_headers')}, ${q('created_at')}, ${q('expires_at')}) SELECT ?, ?, ?, ?, ?, ?, n.ms, n.ms + ? FROM (SELECT ${now} AS ms) AS n`,
       [scope, key, record.fingerprint, record.status, record.body, record.headers, Math.floor(record.ttl)],
     );
   }
