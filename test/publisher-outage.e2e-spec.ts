@@ -8,7 +8,7 @@ import { waitFor } from './helpers/ports';
 import { SERVICES, describeWith } from './helpers/services';
 import { TcpProxy } from './helpers/tcp-proxy';
 
-const kinds: DatabaseKind[] = ['postgres', 'sqlite'];
+const kinds: DatabaseKind[] = ['postgres', 'mariadb', 'sqlite'];
 
 for (const kind of kinds) {
   describeWith([...servicesOf(kind), 'rabbitmq'], `Publisher with RabbitMQ unreachable (TCP proxy cut) on ${DATABASE_LABEL[kind]}`, () => {
