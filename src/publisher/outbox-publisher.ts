@@ -64,7 +64,8 @@ const LEASE_SAFETY_MS = 500;
  * rescheduled with backoff or marked dead; rows not started are released.
  *
  * The loop is registered in `SchedulerRegistry` (when `ScheduleModule.forRoot()` is imported) under
- * `nestjs-outbox:publisher`; passes never overlap. Commits wake it at once; on PostgreSQL other replicas are woken
+ * `nestjs-outbox:publisher`; it runs one claim at a time and keeps up to `maxBatchesInFlight` claimed batches awaiting
+ * confirmations (claimed rows stay exclusive, so order and exclusivity hold). Commits wake it at once; on PostgreSQL other replicas are woken
  * by LISTEN/NOTIFY. Steps are `protected` so they can be overridden.
  *
  * Events (`publisher.on(name, listener)`): `leaseLost`, `dead`, `retry` — see `OutboxPublisherEvents`.
@@ -196,7 +197,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     }
   }
 
-  /** One pass, never overlapping another. */
+  /** One full pass (claim, publish, complete), never overlapping another `runPass()`. For tests and scripts. */
   runPass(): Promise<OutboxPassResult> {
     return outsideTransactionContext(() => this.passes.run(() => this.pass()));
   }
