@@ -44,8 +44,14 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
         const query = options.name
           ? { name: `nestjs_outbox_${options.name}_${createHash('sha1').update(sql).digest('hex').slice(0, 12)}`, text: sql, values: params }
           : { text: sql, values: params };
-        const result = await pool.query(query);
-        return { records: result.rows ?? [], affected: Number(result.rowCount ?? 0) };
+        try {
+          const result = await pool.query(query);
+          return { records: result.rows ?? [], affected: Number(result.rowCount ?? 0) };
+        } catch (error) {
+          // PgBouncer refuses the `options` startup parameter: use TypeORM's connections from now on.
+          if (!/unsupported startup parameter/i.test(String((error as Error)?.message))) throw error;
+          await this.dispose(manager.connection);
+        }
       }
     }
     return super.execute(manager, sql, params, options);
