@@ -122,7 +122,7 @@ describeWith(['rabbitmq'], `Fault ${SCENARIO}: single process (producer + publis
     consumer = await startConsumerApp(consumerDb, queue);
     child = new ChildApp(
       'publisher.main.ts',
-      { db: producerDb.options, synchronize: true, queue, publisher: PUBLISHER, retry: RETRY, produce: { total: ORDERS, concurrency: 2 } } satisfies PublisherAppConfig,
+      { db: { ...producerDb.options, enableWAL: true } as any, synchronize: true, keepAlive: true, queue, publisher: PUBLISHER, retry: RETRY, produce: { total: ORDERS, concurrency: 2 } } satisfies PublisherAppConfig,
       'producer-publisher-sqlite',
     );
   });
@@ -138,7 +138,8 @@ describeWith(['rabbitmq'], `Fault ${SCENARIO}: single process (producer + publis
   it(`every one of ${ORDERS} events is applied exactly once; orders resume after each kill`, async () => {
     const ds = consumer.app.get(DataSource);
     const produced = () => child.signals.some((s) => s.type === 'produced');
-    await killRepeatedly(child, { minKills: MIN_KILLS, lifeMs: [700, 2_500], until: produced });
+    // Longer lives than on the servers: the producer lives in this process too and must make progress between kills.
+    await killRepeatedly(child, { minKills: MIN_KILLS, lifeMs: [1_500, 4_000], until: produced });
     await child.waitForSignal((s) => s.type === 'produced', 180_000).catch(() => undefined);
     const counterAt = async () => (await ds.getRepository(FaultCounter).findOneByOrFail({ name: APPLIED_COUNTER })).value;
     await waitFor(async () => (await counterAt()) >= ORDERS, `${ORDERS} applied events`, 180_000).catch(() => undefined);

@@ -51,7 +51,7 @@ export class ChildApp {
     /** Entry file, relative to test/faults/apps. */
     private readonly entry: string,
     private readonly config: unknown,
-    private readonly name = entry,
+    readonly name = entry,
   ) {}
 
   get running(): boolean {

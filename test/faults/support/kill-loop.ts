@@ -18,11 +18,11 @@ export interface KillLoopOptions {
  */
 export async function killRepeatedly(child: ChildApp, options: KillLoopOptions): Promise<void> {
   if (!child.running) await child.start();
-  let kills = 0;
-  while (kills < options.minKills || (options.until && !(await options.until()))) {
+  const before = child.kills;
+  while (child.kills - before < options.minKills || (options.until && !(await options.until()))) {
     await sleep(randomBetween(...options.lifeMs));
+    if (!child.running) throw new Error(`${child.name} exited by itself instead of being killed\n${child.tail()}`);
     await child.kill();
-    kills++;
     await child.start();
     options.onRestart?.();
   }
