@@ -290,7 +290,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const channel = rpc.getChannelRef();
     const message = rpc.getMessage();
     if (how === 'ack') {
-      channel.ack(message);
+      try {
+        channel.ack(message);
+      } catch (error) {
+        // The channel closed (shutdown, broker restart): the broker redelivers the message, and the record skips it.
+        this.logger.warn(`Could not acknowledge message: ${(error as Error)?.message ?? error}; it will be redelivered and skipped.`);
+      }
     } else {
       const timer = setTimeout(() => {
         try {
