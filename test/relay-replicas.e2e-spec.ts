@@ -1,6 +1,6 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { OutboxMessage, OutboxService } from '../src';
+import { OutboxMessage, OutboxPublisher, OutboxService } from '../src';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { AmqpRecorder } from './helpers/amqp-recorder';
 import { rmqClientOptions, uniqueQueue } from './helpers/consumers';
@@ -51,6 +51,8 @@ for (const kind of kinds) {
 
     it(`publishes ${TOTAL} messages exactly once, each key in commit order`, async () => {
       const writer = apps[0].get(OutboxService);
+      const publishedBy = [0, 0, 0];
+      apps.slice(1).forEach((app, i) => app.get(OutboxPublisher).on('published', (event) => (publishedBy[i] += event.messages.length)));
       /** Per key, the message ids written. */
       const committed = new Map<string, string[]>();
       let next = 0;
@@ -100,6 +102,10 @@ for (const kind of kinds) {
       for (const row of rows) if (row.key !== null) bySeq.set(row.key, [...(bySeq.get(row.key) ?? []), row.messageId]);
       for (const [key, ids] of bySeq) expect({ key, ids: received.get(key) }).toEqual({ key, ids });
       for (const [key, ids] of committed) expect(new Set(bySeq.get(key))).toEqual(new Set(ids));
+
+      // All three replicas took part, and together they published each message once.
+      expect(publishedBy.every((n) => n > 0)).toBe(true);
+      expect(publishedBy.reduce((a, b) => a + b, 0)).toBe(TOTAL);
 
       // Nothing left claimed or retried.
       const leftovers = await ds.getRepository(OutboxMessage).createQueryBuilder('m').where('m.claimedBy IS NOT NULL OR m.attempts <> 1').getCount();
