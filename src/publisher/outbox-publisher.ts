@@ -274,6 +274,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
 
   /** Publishes a claimed batch and writes its outcome back. */
   protected async settle({ owner, rows, leaseDeadline }: ClaimedBatch): Promise<OutboxPassResult> {
+    await this.transport!.ready?.();
     const outcome = await this.publishBatch(this.resolveClient(), rows, leaseDeadline);
     return this.complete(owner, rows, outcome);
   }

@@ -11,18 +11,20 @@ type NatsHeaders = { set(name: string, value: string): void };
 export class NatsOutboxTransport implements OutboxTransport {
   readonly name = 'nats' as const;
 
-  constructor(private readonly createHeaders: () => NatsHeaders = loadNatsHeaders) {}
+  constructor(private createHeaders?: () => NatsHeaders) {}
+
+  /** Loads the `nats` package (the app's dependency, an optional peer here) for its header factory. */
+  async ready(): Promise<void> {
+    if (this.createHeaders) return;
+    const nats = (await import('nats')) as unknown as { headers?: () => NatsHeaders; default?: { headers: () => NatsHeaders } };
+    this.createHeaders = nats.headers ?? nats.default!.headers;
+  }
 
   toRecord(message: OutgoingOutboxMessage): NatsRecord {
+    if (!this.createHeaders) throw new Error('NatsOutboxTransport.ready() must resolve before toRecord()');
     const headers = this.createHeaders();
     for (const [name, value] of Object.entries(message.headers)) headers.set(name, value);
     headers.set(MESSAGE_ID_HEADER, message.messageId);
     return new NatsRecordBuilder(message.payload).setHeaders(headers).build();
   }
-}
-
-function loadNatsHeaders(): NatsHeaders {
-  // `nats` is the app's dependency (an optional peer here), loaded only when a NATS client is used.
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  return (require('nats') as { headers: () => NatsHeaders }).headers();
 }

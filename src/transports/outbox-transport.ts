@@ -16,6 +16,8 @@ export interface OutgoingOutboxMessage {
  */
 export interface OutboxTransport {
   readonly name: OutboxTransportName;
+  /** Loads what the transport needs (an optional peer package) before the first `toRecord()`. */
+  ready?(): Promise<void>;
   /** The `data` to emit for `message`. */
   toRecord(message: OutgoingOutboxMessage): unknown;
 }

@@ -55,8 +55,10 @@ describe('transports: the message id on every transport', () => {
     expect(getOutboxMessageId(rpcContext({}, headerOnly))).toBe('from-header');
   });
 
-  it('NATS: x-message-id and the caller’s headers as NATS message headers', () => {
-    const record = new NatsOutboxTransport().toRecord(message);
+  it('NATS: x-message-id and the caller’s headers as NATS message headers', async () => {
+    const transport = new NatsOutboxTransport();
+    await transport.ready();
+    const record = transport.toRecord(message);
     expect(record).toBeInstanceOf(NatsRecord);
     expect(record.data).toEqual({ orderId: 1 });
     expect(record.headers.get('x-message-id')).toBe(message.messageId);
