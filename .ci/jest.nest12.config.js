@@ -12,6 +12,11 @@ const swc = ['@swc/jest', { jsc: { parser: { syntax: 'ecmascript' }, target: 'es
 
 const e2e = base.projects.find((p) => p.displayName === 'e2e');
 
+// Suites that measure relay timing (delays, wake-ups, several publishers) run apart and in band
+// (NEST12_SUITES=timing), so the other suites' workers do not compete with them for the 2 cores.
+const timing = ['relay-features', 'relay-replicas'];
+const timingOnly = process.env.NEST12_SUITES === 'timing';
+
 module.exports = {
   rootDir,
   globalSetup: '<rootDir>/test/helpers/global-setup.ts',
@@ -25,8 +30,8 @@ module.exports = {
       rootDir,
       // Every integration suite but the one that also covers NATS, MQTT, Redis and Kafka: Nest 12's NATS client is the
       // @nats-io/transport-node package (not the `nats` package this repo's transports and tests use).
-      testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'],
-      testPathIgnorePatterns: ['/node_modules/', '/test/transports\\.e2e-spec\\.ts$'],
+      testMatch: timingOnly ? timing.map((name) => `<rootDir>/test/${name}.e2e-spec.ts`) : ['<rootDir>/test/**/*.e2e-spec.ts'],
+      testPathIgnorePatterns: ['/node_modules/', '/test/transports\\.e2e-spec\\.ts$', ...(timingOnly ? [] : timing.map((name) => `/test/${name}\\.e2e-spec\\.ts$`))],
       // Nest 12 loads reflect-metadata from its package entry points only; a test file that first imports a deep path
       // (e.g. @nestjs/microservices/serializers/…) needs it loaded before, as an app's entry file does.
       setupFiles: ['reflect-metadata'],

@@ -69,3 +69,5 @@ echo "== nest12: e2e suites on Node $(node -v) with Nest $(node -p "require('@ne
 # The package test fails unless its apps really ran on these majors.
 export EXPECT_NEST_MAJOR=12 EXPECT_NODE_MAJOR=24
 npx jest -c .ci/jest.nest12.config.js --ci "$@"
+echo "== nest12: relay timing suites, in band"
+NEST12_SUITES=timing npx jest -c .ci/jest.nest12.config.js --ci --runInBand --passWithNoTests "$@"
