@@ -105,6 +105,7 @@ for (const kind of ['postgres', 'mariadb'] as DatabaseKind[]) {
       expect(m.duplicateEffects).toBe(0);
       expect(m.counter).toBe(ORDERS);
       expect(m.unsent).toBe(0);
+      expect(await app.get(OutboxService).stats()).toMatchObject({ pending: 0, due: 0, inFlight: 0, dead: 0 });
     }, 400_000);
   });
 }
