@@ -74,8 +74,8 @@ for (const kind of kinds) {
       try {
         const outbox = app.get(OutboxService);
         const [byDelay, byDate, now] = await outbox.transaction(async () => [
-          await outbox.emit('E', { n: 'delay' }, { delay: 700 }),
-          await outbox.emit('E', { n: 'date' }, { availableAt: new Date(Date.now() + 700) }),
+          await outbox.emit('E', { n: 'delay' }, { delay: 1500 }),
+          await outbox.emit('E', { n: 'date' }, { availableAt: new Date(Date.now() + 1500) }),
           await outbox.emit('E', { n: 'now' }),
         ]);
         await waitFor(() => recorder.distinct().has(now), 'the undelayed message');
@@ -85,7 +85,7 @@ for (const kind of kinds) {
         const repo = app.get(DataSource).getRepository(OutboxMessage);
         await waitFor(async () => (await repo.countBy({ status: 'pending' })) === 0, 'every row sent');
         const delayed = await repo.findOneByOrFail({ messageId: byDelay });
-        expect(delayed.sentAt!.getTime() - delayed.createdAt.getTime()).toBeGreaterThanOrEqual(700);
+        expect(delayed.sentAt!.getTime() - delayed.createdAt.getTime()).toBeGreaterThanOrEqual(1500);
       } finally {
         await app.close();
       }
