@@ -92,7 +92,7 @@ for (const kind of kinds) {
     });
 
     it('the scheduled cleanup deletes sent rows past retention in batches, keeps pending and dead rows, and runs registered tasks', async () => {
-      const app = await startApp(db, queue, { publisher: { pollingInterval: 50 }, cleanup: { retention: 400, batchSize: 2, enabled: false } });
+      const app = await startApp(db, queue, { publisher: { pollingInterval: 50 }, cleanup: { retention: 60_000, batchSize: 2, enabled: false } });
       try {
         const outbox = app.get(OutboxService);
         const ds = app.get(DataSource);
@@ -108,7 +108,8 @@ for (const kind of kinds) {
         const cleanup = app.get(OutboxCleanupScheduler);
         expect(await cleanup.runOnce()).toMatchObject({ 'outbox:sent-rows': 0, 'test:records': 5 });
         expect(batches).toEqual([2, 2, 2]);
-        await new Promise((r) => setTimeout(r, 500));
+        // An hour later (the rows aged past the retention):
+        await repo.update({ status: 'sent' }, { sentAt: new Date(Date.now() - 3_600_000) });
         expect((await cleanup.runOnce())['outbox:sent-rows']).toBe(4);
         expect(await repo.countBy({ status: 'sent' })).toBe(0);
         expect(await repo.countBy({ status: 'dead' })).toBe(1);
