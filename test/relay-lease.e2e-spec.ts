@@ -39,7 +39,7 @@ for (const kind of kinds) {
         const moduleRef = await createOutboxTestingModule({
           db,
           client: rmqClientOptions(queue),
-          outbox: { publisher: { enabled: false, publishTimeout: 1000, leaseDuration: 2000 } },
+          outbox: { publisher: { enabled: false, publishTimeout: 1000, leaseDuration: 4000 } },
         });
         const app = moduleRef.createNestApplication();
         app.useLogger(false);
@@ -89,8 +89,8 @@ for (const kind of kinds) {
       ]);
       const original = (a as any).publish.bind(a);
       (a as any).publish = async (client: unknown, row: { messageId: string }) => {
-        // The first publish takes 700 ms of a 2000 ms lease: 1300 ms are left, under publishTimeout + margin.
-        if (row.messageId === first) await new Promise((r) => setTimeout(r, 700));
+        // The first publish takes 2700 ms of a 4000 ms lease: 1300 ms are left, under publishTimeout + margin.
+        if (row.messageId === first) await new Promise((r) => setTimeout(r, 2700));
         return original(client, row);
       };
       try {
