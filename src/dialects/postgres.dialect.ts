@@ -3,6 +3,7 @@ import type { DataSource, EntityManager } from 'typeorm';
 import type { ClaimedOutboxRow, ClaimRequest } from './outbox-dialect';
 import { pgConnectionConfig, pgModule } from './postgres.connection';
 import { ExecuteOptions, SqlOutboxDialect, StatementResult } from './sql-dialect.base';
+import { SerialQueue } from '../transaction/serial-queue';
 
 /** Connections of the relay's own pool per DataSource: a claim never queues behind the default 4 batches' completion writes. */
 const RELAY_POOL_SIZE = 5;
@@ -29,6 +30,8 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
 
   /** The relay's own small pool per DataSource (`null` once disposed: statements fall back to TypeORM's pool). */
   private readonly relayPools = new WeakMap<DataSource, any>();
+  /** The library's statements on one transaction's connection, one at a time (see execute()). */
+  private readonly runnerQueues = new WeakMap<object, SerialQueue>();
 
   /**
    * Relay statements (claim, completion writes) run on a small pool of the relay's own, with
@@ -54,7 +57,13 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
         }
       }
     }
-    return super.execute(manager, sql, params, options);
+    const runner = manager.queryRunner;
+    if (!runner) return super.execute(manager, sql, params, options);
+    // Concurrent emit()s in one transaction (`Promise.all(items.map((i) => outbox.emit(…)))`) share one `pg` client,
+    // and `pg` deprecates a query sent while the client still runs another (removed in pg 9): queue them.
+    let queue = this.runnerQueues.get(runner);
+    if (!queue) this.runnerQueues.set(runner, (queue = new SerialQueue()));
+    return queue.run(() => super.execute(manager, sql, params, options));
   }
 
   private relayPool(dataSource: DataSource): any {

@@ -55,6 +55,19 @@ interface ClaimedBatch {
 
 /** Margin kept between the end of the longest possible publish and the end of the lease. */
 const LEASE_SAFETY_MS = 500;
+/** While publishing keeps failing with the same error, one summary warning at most this often. */
+const SAME_FAILURE_LOG_INTERVAL_MS = 30_000;
+/** Whatever the errors, never more than one publish-failure warning this often (a flapping broker stays quiet). */
+const MIN_FAILURE_LOG_INTERVAL_MS = 5_000;
+
+/** Failed publish attempts (retried ones) not yet reported in a warning. */
+interface UnreportedFailures {
+  attempts: number;
+  batches: number;
+  firstError: string;
+  minDelay: number;
+  maxDelay: number;
+}
 
 /**
  * Relays due outbox rows to the broker. Each pass claims a batch (an exclusive claim under row locks, with a lease
@@ -90,6 +103,13 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   private wakeScheduled = false;
   private failingSince?: number;
   private lastFailureLog = 0;
+  /** Publish failures (broker unreachable, timeouts): start of the current episode and what is still unreported. */
+  private publishFailingSince?: number;
+  private publishFailuresInEpisode = 0;
+  private publishEpisodeWarned = false;
+  private lastPublishWarnAt = 0;
+  private lastPublishWarnError?: string;
+  private unreported?: UnreportedFailures;
   private wakeup?: PostgresWakeup;
 
   constructor(
@@ -137,18 +157,17 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
       if (this.options.publisher.enabled) void this.wakeup.listen(() => this.trigger());
     }
     if (!this.options.publisher.enabled) return;
-    this.stopped = false;
-    this.timer = setInterval(() => this.trigger(), this.options.publisher.pollingInterval);
-    this.timer.unref?.();
-    if (this.schedulerRegistry) {
-      if (this.schedulerRegistry.doesExist('interval', this.jobName)) {
-        throw new OutboxConfigurationError(
-          `An interval named '${this.jobName}' is already registered in SchedulerRegistry. ` +
-            'Import OutboxModule once per DataSource.',
-        );
-      }
-      this.schedulerRegistry.addInterval(this.jobName, this.timer);
+    if (this.schedulerRegistry?.doesExist('interval', this.jobName)) {
+      throw new OutboxConfigurationError(
+        `An interval named '${this.jobName}' is already registered in SchedulerRegistry. ` +
+          'Import OutboxModule once per DataSource.',
+      );
     }
+    this.stopped = false;
+    // Not unref()ed: like an @nestjs/schedule interval, the loop keeps a publisher-only worker alive until the app
+    // closes (onModuleDestroy clears it).
+    this.timer = setInterval(() => this.trigger(), this.options.publisher.pollingInterval);
+    this.schedulerRegistry?.addInterval(this.jobName, this.timer);
     this.trigger();
   }
 
@@ -349,6 +368,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
       this.emitEvent('published', { owner, messages: outcome.sent.map(({ messageId, pattern, key, attempts }) => ({ messageId, pattern, key, attempts })) });
     }
     for (const { row, failure } of outcome.failures) this.reportPublishFailure(row, failure);
+    this.reportBatchFailures(outcome);
     return { claimed: rows.length, published: marked, failed: failures.length, fenced, released };
   }
 
@@ -392,7 +412,9 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
       );
       this.emitEvent('dead', { messageId: row.messageId, pattern: row.pattern, key: row.key, attempts: row.attempts, error: failure.error });
     } else {
-      this.logger.warn(
+      // Per message at debug only: a broker outage fails every message of the backlog, again at every retry.
+      // reportBatchFailures() writes the bounded summary.
+      this.logger.debug?.(
         `Outbox message ${row.messageId} ('${row.pattern}') failed attempt ${row.attempts}, retrying in ${failure.retryDelay} ms: ${failure.error}`,
       );
       this.emitEvent('retry', {
@@ -403,6 +425,59 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
         error: failure.error,
       });
     }
+  }
+
+  /**
+   * Keeps the log bounded while publishing fails (broker unreachable, timeouts): the retried failures of a batch are
+   * summed up, and a warning with their count and first error goes out when an episode starts, and after that at
+   * most every 30 s while the same error persists (every 5 s at most when it changes). A batch published without a
+   * failure ends the episode with one recovery line. Dead messages are logged one by one by reportPublishFailure().
+   */
+  protected reportBatchFailures(outcome: BatchOutcome): void {
+    const retried = outcome.failures.filter((f) => !f.failure.dead);
+    const now = Date.now();
+    if (retried.length === 0) {
+      if (outcome.sent.length > 0 && this.publishFailingSince !== undefined) this.publishRecovered(now);
+      return;
+    }
+    this.publishFailingSince ??= now;
+    this.publishFailuresInEpisode += retried.length;
+    const delays = retried.map((f) => f.failure.retryDelay);
+    const pending = (this.unreported ??= { attempts: 0, batches: 0, firstError: retried[0].failure.error, minDelay: Infinity, maxDelay: 0 });
+    pending.attempts += retried.length;
+    pending.batches += 1;
+    pending.minDelay = Math.min(pending.minDelay, ...delays);
+    pending.maxDelay = Math.max(pending.maxDelay, ...delays);
+    const error = pending.firstError;
+    const since = now - this.lastPublishWarnAt;
+    const interval = error === this.lastPublishWarnError ? SAME_FAILURE_LOG_INTERVAL_MS : MIN_FAILURE_LOG_INTERVAL_MS;
+    if (since < interval) return;
+    const delay = pending.minDelay === pending.maxDelay ? `${pending.minDelay} ms` : `${pending.minDelay}–${pending.maxDelay} ms`;
+    this.logger.warn(
+      `Outbox publishing is failing: ${pending.attempts} attempt(s) in ${pending.batches} batch(es) failed ` +
+        `${this.publishEpisodeWarned ? 'since the last report' : 'just now'} and will be retried in ${delay} (with backoff); ` +
+        `first error: ${error}. Failing for ${now - this.publishFailingSince} ms. Nothing is lost: messages stay pending ` +
+        'until the broker confirms them. Check the broker and the client options; per-message detail is logged at debug level.',
+    );
+    this.unreported = undefined;
+    this.lastPublishWarnAt = now;
+    this.lastPublishWarnError = error;
+    this.publishEpisodeWarned = true;
+  }
+
+  private publishRecovered(now: number): void {
+    // An episode too short to have been warned about stays silent; its failures go into the next warning.
+    if (this.publishEpisodeWarned) {
+      const unreported = this.unreported ? ` (${this.unreported.attempts} of them since the last warning)` : '';
+      this.logger.log(
+        `Outbox publishing recovered after ${now - this.publishFailingSince!} ms: ${this.publishFailuresInEpisode} failed ` +
+          `attempt(s) in between${unreported}, each retried.`,
+      );
+      this.unreported = undefined;
+    }
+    this.publishFailingSince = undefined;
+    this.publishFailuresInEpisode = 0;
+    this.publishEpisodeWarned = false;
   }
 
   protected reportLostLease(owner: string, rows: ClaimedOutboxRow[], lost: number): void {
