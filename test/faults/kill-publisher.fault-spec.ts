@@ -123,7 +123,7 @@ describeWith(['rabbitmq'], `Fault ${SCENARIO}: single process (producer + publis
     consumer = await startConsumerApp(consumerDb, queue);
     child = new ChildApp(
       'publisher.main.ts',
-      { db: { ...producerDb.options, enableWAL: true } as any, synchronize: true, keepAlive: true, queue, publisher: PUBLISHER, retry: RETRY, produce: { total: ORDERS, concurrency: 2 } } satisfies PublisherAppConfig,
+      { db: { ...producerDb.options, enableWAL: true } as any, synchronize: true, queue, publisher: PUBLISHER, retry: RETRY, produce: { total: ORDERS, concurrency: 2 } } satisfies PublisherAppConfig,
       'producer-publisher-sqlite',
     );
   });
