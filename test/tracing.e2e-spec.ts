@@ -43,7 +43,7 @@ async function startTracedConsumer(options: MicroserviceOptions): Promise<{ app:
   }
   @Module({ controllers: [OrdersConsumer] })
   class ConsumerModule {}
-  const app = await NestFactory.createMicroservice<MicroserviceOptions>(ConsumerModule, { ...options, logger: false } as MicroserviceOptions);
+  const app = await NestFactory.createMicroservice<MicroserviceOptions>(ConsumerModule, { ...options, logger: false } as unknown as MicroserviceOptions);
   await app.listen();
   return { app, handled };
 }
