@@ -127,9 +127,9 @@ class OrdersController {
   }
 }
 
-/** A class-level @Idempotent(): its POST needs a key, its GET does not. */
+/** A class-level @Idempotent(): its POST needs a key, its GET does not; a method's options override the class's. */
 @Controller('guarded')
-@Idempotent()
+@Idempotent({ header: 'X-Request-Key' })
 class GuardedController {
   private reads = 0;
 
@@ -141,6 +141,14 @@ class GuardedController {
   @Post()
   write() {
     return { ok: true };
+  }
+
+  private overrides = 0;
+
+  @Post('override')
+  @Idempotent({ ttl: 60_000 })
+  override() {
+    return { run: ++this.overrides };
   }
 }
 
@@ -384,6 +392,20 @@ for (const kind of kinds) {
         expect(read.status).toBe(200);
         expect(read.body).toEqual({ reads: expect.any(Number) });
         expect((await request(url).post('/guarded').send({})).status).toBe(400);
+      });
+
+      it('merges module ← class ← method options, and guards once when both the class and the method are decorated', async () => {
+        const key = newKey();
+        const missing = await request(url).post('/guarded').set('Idempotency-Key', key).send({});
+        expect(missing.status).toBe(400);
+        expect(missing.body.detail).toContain('X-Request-Key');
+        const first = await request(url).post('/guarded/override').set('X-Request-Key', key).send({});
+        expect(first.status).toBe(201);
+        const again = await request(url).post('/guarded/override').set('X-Request-Key', key).send({});
+        expect(again.headers['idempotent-replayed']).toBe('true');
+        expect(again.body).toEqual(first.body);
+        const record = await ds.getRepository(IdempotencyRecord).findOneByOrFail({ key });
+        expect(record.expiresAt.getTime() - record.createdAt.getTime()).toBe(60_000);
       });
     });
   }

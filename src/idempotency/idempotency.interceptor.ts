@@ -65,6 +65,9 @@ let classTransformer: { instanceToPlain(value: unknown): unknown } | null | unde
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
+/** Requests (HTTP) and transport contexts (messages) already guarded by an outer application of the interceptor. */
+const guarded = new WeakSet<object>();
+
 /**
  * The interceptor behind `@Idempotent()`. Every step is `protected`: extend the class, override a step
  * (`scopeOf`, `fingerprintHttp`, `toStoredResponse`, `replay`, `skipDuplicate`, …) and apply it with
@@ -83,9 +86,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> | Promise<Observable<unknown>> {
     const type = context.getType();
-    if (type === 'http') return this.interceptHttp(context, next);
-    if (type === 'rpc') return this.interceptRpc(context, next);
-    return next.handle();
+    if (type !== 'http' && type !== 'rpc') return next.handle();
+    // `@Idempotent()` on a controller and on its method applies the interceptor twice: the outer one guards.
+    const holder = type === 'http' ? context.switchToHttp().getRequest() : context.switchToRpc().getContext();
+    if (typeof holder === 'object' && holder !== null) {
+      if (guarded.has(holder)) return next.handle();
+      guarded.add(holder);
+    }
+    return type === 'http' ? this.interceptHttp(context, next) : this.interceptRpc(context, next);
   }
 
   // ---------------------------------------------------------------------------------------------------- HTTP
