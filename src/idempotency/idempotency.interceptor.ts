@@ -65,8 +65,8 @@ let classTransformer: { instanceToPlain(value: unknown): unknown } | null | unde
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-/** Requests (HTTP) and transport contexts (messages) already guarded by an outer application of the interceptor. */
-const guarded = new WeakSet<object>();
+/** Handlers already guarded, per request (HTTP) or transport context (messages), by an outer application. */
+const guarded = new WeakMap<object, Set<Function>>();
 
 /**
  * The interceptor behind `@Idempotent()`. Every step is `protected`: extend the class, override a step
@@ -90,8 +90,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
     // `@Idempotent()` on a controller and on its method applies the interceptor twice: the outer one guards.
     const holder = type === 'http' ? context.switchToHttp().getRequest() : context.switchToRpc().getContext();
     if (typeof holder === 'object' && holder !== null) {
-      if (guarded.has(holder)) return next.handle();
-      guarded.add(holder);
+      // Per handler: two handlers of one message share its transport context, and each is guarded.
+      const handler = context.getHandler();
+      let handlers = guarded.get(holder);
+      if (!handlers) guarded.set(holder, (handlers = new Set()));
+      if (handlers.has(handler)) return next.handle();
+      handlers.add(handler);
     }
     return type === 'http' ? this.interceptHttp(context, next) : this.interceptRpc(context, next);
   }
