@@ -15,6 +15,7 @@ import { RmqContext, RpcException } from '@nestjs/microservices';
 import { PATTERN_HANDLER_METADATA } from '@nestjs/microservices/constants';
 import { lastValueFrom, Observable, of } from 'rxjs';
 import { getOutboxMessageId } from '../transports/message-id';
+import { toPlain } from './class-transformer.loader';
 import { fingerprintOf } from './fingerprint';
 import { rememberIdempotencyKey } from './idempotency-key.decorator';
 import type { IdempotencyAttempt, StoredIdempotencyRecord } from './idempotency-store';
@@ -60,8 +61,6 @@ export interface IdempotentCall {
   fingerprint: string;
   options: ResolvedIdempotentOptions;
 }
-
-let classTransformer: { instanceToPlain(value: unknown): unknown } | null | undefined;
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
@@ -391,24 +390,6 @@ export class IdempotencyInterceptor implements NestInterceptor {
 function serializeBody(value: unknown): string | null {
   if (value === undefined) return null;
   return JSON.stringify(toPlain(value)) ?? null;
-}
-
-function toPlain(value: unknown): unknown {
-  if (typeof value !== 'object' || value === null) return value;
-  const proto = Object.getPrototypeOf(value);
-  const isClassInstance = proto !== null && proto !== Object.prototype && !Array.isArray(value) && !(value instanceof Date);
-  if (!isClassInstance && !(Array.isArray(value) && value.some((v) => v && typeof v === 'object' && Object.getPrototypeOf(v) !== Object.prototype))) {
-    return value;
-  }
-  if (classTransformer === undefined) {
-    try {
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
-      classTransformer = require('class-transformer');
-    } catch {
-      classTransformer = null;
-    }
-  }
-  return classTransformer ? classTransformer.instanceToPlain(value) : value;
 }
 
 function setHeader(response: any, name: string, value: string | string[]): void {

@@ -10,6 +10,7 @@ import { OutboxDatabase } from '../outbox/outbox-database';
 import { IdempotencyRecord } from './idempotency-record.entity';
 import type { IdempotencyBegin, IdempotencyStore, IdempotencyStoreConfig } from './idempotency-store';
 import { beginJoined } from './joined-attempt';
+import { loadClassTransformer } from './class-transformer.loader';
 import { transactionSourceOf } from '../transaction/transaction-source';
 import { DEFAULT_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyDefaults } from './idempotency.options';
 
@@ -35,7 +36,8 @@ export class IdempotencyService implements OnModuleInit {
     this.defaults = options.idempotency ?? DEFAULT_IDEMPOTENCY_OPTIONS;
   }
 
-  onModuleInit(): void {
+  async onModuleInit(): Promise<void> {
+    await loadClassTransformer();
     if (!this.database.dataSource.hasMetadata(IdempotencyRecord)) return;
     this.cleanup?.register({ name: IDEMPOTENCY_CLEANUP_TASK, deleteBatch: (limit) => this.store.deleteExpired(limit) });
   }
