@@ -2,7 +2,7 @@ import { ArgumentsHost, Catch, ExceptionFilter } from '@nestjs/common';
 import { IdempotencyProblemException } from './idempotency.problems';
 
 /**
- * Sends `IdempotencyProblemException`s as `application/problem+json` (RFC 9457), with `Retry-After` on a 409, on
+ * Sends `IdempotencyProblemException`s as `application/problem+json` (RFC 9457), with `Retry-After` on a 409 (key in flight) and a 503 (database unreachable), on
  * Express and Fastify alike. (Nest's default filter would rewrite the content type to `application/json`.)
  * `@Idempotent()` applies it to the handlers it guards; a filter of your own on the same handler takes precedence.
  */

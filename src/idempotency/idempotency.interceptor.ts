@@ -16,6 +16,7 @@ import { PATTERN_HANDLER_METADATA } from '@nestjs/microservices/constants';
 import { lastValueFrom, Observable, of } from 'rxjs';
 import { getOutboxMessageId } from '../transports/message-id';
 import { toPlain } from './class-transformer.loader';
+import { isDatabaseUnavailable } from './database-unavailable';
 import { fingerprintOf } from './fingerprint';
 import { rememberIdempotencyKey } from './idempotency-key.decorator';
 import type { IdempotencyAttempt, StoredIdempotencyRecord } from './idempotency-store';
@@ -29,12 +30,15 @@ import {
 } from './idempotency.options';
 import { resolveIdempotencyDefaults } from './idempotency.options-validation';
 import {
+  databaseUnavailableProblem,
   IdempotencyProblemException,
   inFlightProblem,
   invalidKeyProblem,
   missingKeyProblem,
+  nestedTooDeeplyProblem,
   reusedKeyProblem,
 } from './idempotency.problems';
+import { JsonNestingTooDeepError, MAX_JSON_DEPTH } from './stable-json';
 
 /** The options of one handler: module defaults ← class ← method. */
 export type ResolvedIdempotentOptions = ResolvedIdempotencyDefaults &
@@ -115,11 +119,13 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const call: IdempotentCall = {
       key,
       scope: this.boundedText(await this.scopeOf(context, options, '')),
-      fingerprint: this.fingerprintHttp(context, request, options),
+      fingerprint: this.fingerprintOrReject(context, () => this.fingerprintHttp(context, request, options)),
       options,
     };
     rememberIdempotencyKey(context, key);
-    const begun = await this.idempotency.begin(call.scope, call.key, call.fingerprint);
+    const begun = await this.idempotency.begin(call.scope, call.key, call.fingerprint).catch((error: unknown) => {
+      throw this.databaseError(context, error, options);
+    });
     if (begun.kind === 'stored') return this.answerStoredHttp(context, begun.record, call);
     if (begun.kind === 'in-flight') {
       // A different request with the key wins over "in flight": 422 rather than 409.
@@ -140,6 +146,27 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (key.trim().length === 0 || key.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
       throw this.reject(context, invalidKeyProblem(options.header, MAX_IDEMPOTENCY_KEY_LENGTH, key.length));
     }
+  }
+
+  /** The fingerprint, or 400 problem+json when the request is nested deeper than `MAX_JSON_DEPTH` levels. */
+  protected fingerprintOrReject(context: ExecutionContext, fingerprint: () => string): string {
+    try {
+      return fingerprint();
+    } catch (error) {
+      if (error instanceof JsonNestingTooDeepError) throw this.reject(context, nestedTooDeeplyProblem(MAX_JSON_DEPTH));
+      throw error;
+    }
+  }
+
+  /**
+   * A database error of the key-taking steps, the handler or the commit: when the database is unreachable (see
+   * `isDatabaseUnavailable`) a 503 problem+json with `Retry-After` (the transaction is gone, so nothing was applied,
+   * or a commit's outcome is unknown and a retry with the same key finds out); any other error as it is.
+   */
+  protected databaseError(context: ExecutionContext, error: unknown, options: ResolvedIdempotentOptions): unknown {
+    if (error instanceof IdempotencyProblemException || !isDatabaseUnavailable(error)) return error;
+    this.logger.debug(`The database is unreachable (${(error as Error)?.message ?? error}): answered 503.`);
+    return this.reject(context, databaseUnavailableProblem(options.header, options.retryAfter));
   }
 
   /** Default fingerprint: method, path, query and body (key-order independent). */
@@ -171,24 +198,29 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /** The winner: runs the handler in the transaction, stores what the client receives, commits. */
   protected async runFirstHttp(context: ExecutionContext, next: CallHandler, attempt: IdempotencyAttempt, call: IdempotentCall): Promise<Observable<unknown>> {
+    const mapped = (error: unknown) => this.databaseError(context, error, call.options);
     let value: unknown;
     let stored: StoredResponse | undefined;
     try {
       value = await this.runHandler(next, attempt);
       stored = this.toStoredResponse(context, value, call.options);
     } catch (error) {
-      await attempt.rollback();
-      throw error;
+      await this.rollbackQuietly(attempt);
+      throw mapped(error);
     }
-    if (!stored) {
-      this.warnOnce(call.options.consumer, `${call.options.consumer} returned a stream, which cannot be stored or replayed: its effect was committed without an idempotency record, so a retry runs it again. Return a JSON body from idempotent handlers.`);
-      await attempt.commitWithoutRecord();
-      return of(value);
+    try {
+      if (!stored) {
+        this.warnOnce(call.options.consumer, `${call.options.consumer} returned a stream, which cannot be stored or replayed: its effect was committed without an idempotency record, so a retry runs it again. Return a JSON body from idempotent handlers.`);
+        await attempt.commitWithoutRecord();
+        return of(value);
+      }
+      if (await attempt.commit({ fingerprint: call.fingerprint, ttl: call.options.ttl, ...stored })) return of(value);
+      return await this.afterLostRace(call, (record) => this.answerStoredHttp(context, record, call), () => {
+        throw this.reject(context, inFlightProblem(call.options.header, call.options.retryAfter));
+      });
+    } catch (error) {
+      throw mapped(error);
     }
-    if (await attempt.commit({ fingerprint: call.fingerprint, ttl: call.options.ttl, ...stored })) return of(value);
-    return this.afterLostRace(call, (record) => this.answerStoredHttp(context, record, call), () => {
-      throw this.reject(context, inFlightProblem(call.options.header, call.options.retryAfter));
-    });
   }
 
   /**
@@ -251,7 +283,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       value = await this.runHandler(next, attempt);
       body = serializeBody(value);
     } catch (error) {
-      await attempt.rollback();
+      await this.rollbackQuietly(attempt);
       this.settle(context, call.options, 'requeue');
       throw error;
     }
@@ -330,6 +362,18 @@ export class IdempotencyInterceptor implements NestInterceptor {
   protected runHandler(next: CallHandler, attempt: IdempotencyAttempt): Promise<unknown> {
     // next.handle() binds the async context it is called in: call it inside the transaction's context.
     return attempt.run(() => lastValueFrom(next.handle(), { defaultValue: undefined }));
+  }
+
+  /**
+   * Rolls back after the handler failed. A rollback that fails too (the connection died: the server has already
+   * discarded the transaction) is logged, so the handler's own error is the one answered.
+   */
+  protected async rollbackQuietly(attempt: IdempotencyAttempt): Promise<void> {
+    try {
+      await attempt.rollback();
+    } catch (error) {
+      this.logger.warn(`Rollback failed: ${(error as Error)?.message ?? error}`);
+    }
   }
 
   /** Another request committed the key first (the unique constraint fired): answer with its record. */

@@ -24,7 +24,7 @@ export interface IdempotencyDefaults {
    */
   ttl?: number;
   /**
-   * Seconds sent in the `Retry-After` header of a 409 (same key still in flight).
+   * Seconds sent in the `Retry-After` header of a 409 (same key still in flight) and of a 503 (database unreachable).
    * @default 1
    */
   retryAfter?: number;
@@ -35,9 +35,11 @@ export interface IdempotencyDefaults {
    */
   replayHeaders?: string[];
   /**
-   * Message handlers of RabbitMQ consumers started with `noAck: false` (the handler acks with
-   * `channel.ack(message)`): set true so a skipped duplicate is acknowledged by the interceptor (the handler, which
-   * would ack it, does not run). Leave false for `noAck: true` consumers: acking there closes the channel.
+   * Message handlers of RabbitMQ consumers started with `noAck: false`: set true and the interceptor settles every
+   * message itself — it acks after the transaction with the record commits (and acks a skipped duplicate), and
+   * requeues after `retryAfter` seconds when the handler fails or the same message is in flight. The handler must not
+   * call `channel.ack(message)` itself: a second ack of one delivery is a channel error that closes the channel.
+   * Leave false for `noAck: true` consumers: acking there closes the channel too.
    * @default false
    */
   manualAck?: boolean;

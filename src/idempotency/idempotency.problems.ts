@@ -6,7 +6,10 @@ export interface IdempotencyProblemDetails {
   title: string;
   status: number;
   detail: string;
-  /** A stable machine-readable reason: `idempotency-key-missing`, `idempotency-key-invalid`, `idempotency-key-in-use`, `idempotency-key-reused`. */
+  /**
+   * A stable machine-readable reason: `idempotency-key-missing`, `idempotency-key-invalid`, `idempotency-key-in-use`,
+   * `idempotency-key-reused`, `body-nested-too-deeply`, `database-unavailable`.
+   */
   code: string;
 }
 
@@ -27,6 +30,7 @@ const TITLES: Record<number, string> = {
   [HttpStatus.BAD_REQUEST]: 'Bad Request',
   [HttpStatus.CONFLICT]: 'Conflict',
   [HttpStatus.UNPROCESSABLE_ENTITY]: 'Unprocessable Content',
+  [HttpStatus.SERVICE_UNAVAILABLE]: 'Service Unavailable',
 };
 
 function problem(status: number, code: string, detail: string, retryAfter?: number): IdempotencyProblemException {
@@ -67,5 +71,24 @@ export function reusedKeyProblem(header: string): IdempotencyProblemException {
     HttpStatus.UNPROCESSABLE_ENTITY,
     'idempotency-key-reused',
     `This ${header} was already used for a different request (another method, path, query or body). Send a new key for a new operation; reuse a key only to retry the very same request.`,
+  );
+}
+
+/** 400: the request (body, query or custom fingerprint) is nested deeper than the fingerprint accepts. */
+export function nestedTooDeeplyProblem(maxDepth: number): IdempotencyProblemException {
+  return problem(
+    HttpStatus.BAD_REQUEST,
+    'body-nested-too-deeply',
+    `The request body is nested too deeply: at most ${maxDepth} levels of arrays and objects are accepted. Send a flatter body.`,
+  );
+}
+
+/** 503: the database could not be reached, so nothing was applied (or a commit's outcome is unknown: the key tells). */
+export function databaseUnavailableProblem(header: string, retryAfter: number): IdempotencyProblemException {
+  return problem(
+    HttpStatus.SERVICE_UNAVAILABLE,
+    'database-unavailable',
+    `The database is unreachable right now. Retry after ${retryAfter} second(s) with the same ${header} and body: the request takes effect at most once, and if it already did, the retry answers its stored response.`,
+    retryAfter,
   );
 }

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { fingerprintOf } from './fingerprint';
-import { stableJson } from './stable-json';
+import { JsonNestingTooDeepError, MAX_JSON_DEPTH, stableJson } from './stable-json';
 
 describe('stableJson / fingerprintOf', () => {
   it('does not depend on the key order of objects, at any depth', () => {
@@ -36,5 +36,23 @@ describe('stableJson / fingerprintOf', () => {
     const a: Record<string, unknown> = { x: 1 };
     a.self = a;
     expect(stableJson(a)).toBe('{"self":"[Circular]","x":1}');
+  });
+
+  it('refuses a value nested deeper than the limit with JsonNestingTooDeepError, never a stack overflow', () => {
+    const nested = (depth: number, open: string, inner: string, close: string) => JSON.parse(open.repeat(depth) + inner + close.repeat(depth));
+    // ~4 KB of JSON that used to overflow the stack; and far deeper ones.
+    for (const depth of [MAX_JSON_DEPTH + 1, 2_040, 20_000, 200_000]) {
+      expect(() => fingerprintOf('POST', '/orders', {}, nested(depth, '[', '', ']'))).toThrow(JsonNestingTooDeepError);
+      expect(() => stableJson(nested(depth, '{"a":', '1', '}'))).toThrow(new JsonNestingTooDeepError(MAX_JSON_DEPTH));
+    }
+    expect(() => fingerprintOf(nested(2_040, '[', '', ']'))).toThrow(`more than ${MAX_JSON_DEPTH} levels`);
+  });
+
+  it('accepts a value nested exactly as deep as the limit (in a fingerprint too)', () => {
+    const deepest = JSON.parse('['.repeat(MAX_JSON_DEPTH) + ']'.repeat(MAX_JSON_DEPTH));
+    expect(stableJson(deepest)).toBe(JSON.stringify(deepest));
+    expect(fingerprintOf('POST', '/orders', {}, deepest)).toMatch(/^[0-9a-f]{64}$/);
+    expect(() => stableJson([[[1]]], 2)).toThrow(new JsonNestingTooDeepError(2));
+    expect(stableJson([[1]], 2)).toBe('[[1]]');
   });
 });

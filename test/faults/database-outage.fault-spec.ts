@@ -1,29 +1,24 @@
 /**
- * PENDING (not run by `npm run test:faults` / CI until the library bug below is fixed; move it back beside the
- * other suites as `database-outage.fault-spec.ts` then). Run it with `OUTBOX_FAULTS_PENDING=1 npm run test:faults`.
- *
- * Bug: while PostgreSQL is unreachable, a POST to an `@Idempotent()` handler is answered `500 Internal server error`
- * (Nest's ExceptionsHandler logs `Error: Connection terminated unexpectedly` with a stack), not `503` problem+json
- * with `Retry-After`. The connection error escapes from the idempotency store's `begin()`
- * (src/dialects/postgres.idempotency.ts, `runner.connect()` / `client.query('BEGIN; …')`) through
- * src/idempotency/idempotency.interceptor.ts (interceptHttp) unmapped. Recovery works: after the path is restored
- * requests succeed again by themselves and the publisher delivers every event (0 lost).
+ * The path to PostgreSQL is cut for a few seconds under `@Idempotent()` HTTP handlers and the publisher: requests are
+ * answered 503 problem+json with `Retry-After` (src/idempotency/database-unavailable.ts classifies the connection
+ * errors), never a 500 or a hang; after the path is restored requests succeed again by themselves, the keys that got
+ * 503 are free, and the publisher delivers every event (0 lost).
  */
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { OutboxMessage } from '../../../src';
-import { createTestDatabase, DATABASE_LABEL, TestDatabase } from '../../helpers/databases';
-import { waitFor } from '../../helpers/ports';
-import { describeWith, SERVICES } from '../../helpers/services';
-import { TcpProxy } from '../../helpers/tcp-proxy';
-import { FaultEffect } from '../support/entities';
-import { startHttpApp } from '../support/http-app';
-import { isProblem, isReplay, postOrder, RawResponse } from '../support/http';
-import { CapturingLogger } from '../support/log-capture';
-import { sleep } from '../support/produce';
-import { deleteQueues, rmqClient, uniqueQueue } from '../support/rabbitmq';
-import { RecordingConsumer } from '../support/recording-consumer';
-import { recordFaultRun } from '../support/report';
+import { OutboxMessage } from '../../src';
+import { createTestDatabase, DATABASE_LABEL, TestDatabase } from '../helpers/databases';
+import { waitFor } from '../helpers/ports';
+import { describeWith, SERVICES } from '../helpers/services';
+import { TcpProxy } from '../helpers/tcp-proxy';
+import { FaultEffect } from './support/entities';
+import { startHttpApp } from './support/http-app';
+import { isProblem, isReplay, postOrder, RawResponse } from './support/http';
+import { CapturingLogger } from './support/log-capture';
+import { sleep } from './support/produce';
+import { deleteQueues, rmqClient, uniqueQueue } from './support/rabbitmq';
+import { RecordingConsumer } from './support/recording-consumer';
+import { recordFaultRun } from './support/report';
 
 const SCENARIO = '4 database outage';
 const OUTAGE_MS = 8_000;
