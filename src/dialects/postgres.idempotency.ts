@@ -2,7 +2,7 @@ import type { PoolClient } from 'pg';
 import type { EntityManager, QueryRunner } from 'typeorm';
 import type { SqlOutboxDialect } from './sql-dialect.base';
 import { runInTransactionContext } from '../transaction/transaction-context';
-import { runOnConnection } from '../transaction/transaction-runner';
+import { runAfterCommit, runOnConnection } from '../transaction/transaction-runner';
 import {
   attemptContext,
   IdempotencyAttempt,
@@ -14,7 +14,6 @@ import {
   lockDigest,
   NewIdempotencyRecord,
   RECORD_COLUMNS,
-  runAfterCommit,
   StoredIdempotencyRecord,
   toStored,
 } from '../idempotency/idempotency-store';

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { Logger } from '@nestjs/common';
 import type { DataSource, EntityManager } from 'typeorm';
 import type { OutboxDialect } from '../dialects/outbox-dialect';
 import type { SqlOutboxDialect } from '../dialects/sql-dialect.base';
@@ -90,19 +89,6 @@ export interface IdempotencyStoreConfig {
   dialect: OutboxDialect;
   /** Table path, unquoted. */
   table: string;
-}
-
-const logger = new Logger('Idempotency');
-
-/** Runs after-commit callbacks the way the transaction runner does: errors are logged, never thrown. */
-export function runAfterCommit(context: OutboxTransactionContext): void {
-  for (const callback of context.afterCommit) {
-    try {
-      callback();
-    } catch (error) {
-      logger.error(`An after-commit callback failed: ${(error as Error)?.message ?? error}`);
-    }
-  }
 }
 
 /** A 64-bit lock id, or a short lock name, for (database, table, scope, key[, fingerprint]): the same in every process. */

@@ -1,7 +1,7 @@
 import type { EntityManager, QueryRunner } from 'typeorm';
 import type { SqlOutboxDialect } from '../dialects/sql-dialect.base';
 import { runInTransactionContext } from '../transaction/transaction-context';
-import { runOnConnection } from '../transaction/transaction-runner';
+import { runAfterCommit, runOnConnection } from '../transaction/transaction-runner';
 import {
   attemptContext,
   IdempotencyAttempt,
@@ -12,7 +12,6 @@ import {
   isKeyViolation,
   NewIdempotencyRecord,
   RECORD_COLUMNS,
-  runAfterCommit,
   StoredIdempotencyRecord,
   toStored,
 } from './idempotency-store';
@@ -167,7 +166,8 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
           if (isKeyViolation(this.config, error)) return false;
           throw error;
         }
-        await finish();
+        // Committed: a lock that cannot be given back died with its connection.
+        await finish().catch(() => undefined);
         runAfterCommit(context);
         return true;
       },
@@ -178,7 +178,7 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
           await abort().catch(() => undefined);
           throw error;
         }
-        await finish();
+        await finish().catch(() => undefined);
         runAfterCommit(context);
       },
       rollback: abort,
