@@ -9,23 +9,50 @@ import { promisify } from 'node:util';
  * the shared dist/), `npm pack` packs it, the tarball is unpacked into a temp app's node_modules the way npm
  * installs it, and the app's other packages (the peers) are symlinks to this repo's node_modules. From there a
  * CommonJS app `require()`s it and an ES module app `import`s it; each boots Nest on SQLite and runs
- * `outbox.transaction(() => outbox.emit(…))`. A TypeScript consumer type-checks against both typings.
+ * `outbox.transaction(() => outbox.emit(…))`, and an `@Idempotent()` route whose `@Exclude()`d field must not be stored
+ * (class-transformer, an optional peer, is loaded by the build itself). A TypeScript consumer type-checks against both typings.
  */
 const run = promisify(execFile);
 const root = join(__dirname, '..');
 
 const APP_BODY = (format: 'cjs' | 'esm') => `
+class Account {
+  constructor() {
+    this.id = 7;
+    this.secret = 'never stored';
+  }
+}
+Exclude()(Account.prototype, 'secret');
+class AccountsController {
+  create() {
+    return new Account();
+  }
+}
+const create = Object.getOwnPropertyDescriptor(AccountsController.prototype, 'create');
+Post()(AccountsController.prototype, 'create', create);
+Idempotent()(AccountsController.prototype, 'create', create);
+Controller('accounts')(AccountsController);
+
 async function main() {
   class AppModule {}
   Module({
+    controllers: [AccountsController],
     imports: [
       TypeOrmModule.forRoot({ type: 'better-sqlite3', database: process.env.DB_FILE, autoLoadEntities: true, synchronize: true }),
       ClientsModule.register([{ name: 'BROKER', transport: Transport.TCP, options: { port: 1 } }]),
       OutboxModule.forRoot({ client: 'BROKER', publisher: { enabled: false } }),
     ],
   })(AppModule);
-  const app = await NestFactory.createApplicationContext(AppModule, { logger: false });
+  const app = await NestFactory.create(AppModule, { logger: false });
+  await app.listen(0, '127.0.0.1');
   const outbox = app.get(OutboxService);
+  // @Idempotent() stores what the client receives through class-transformer (loaded from this build).
+  const url = 'http://127.0.0.1:' + app.getHttpServer().address().port + '/accounts';
+  const post = () => fetch(url, { method: 'POST', headers: { 'Idempotency-Key': 'k1' } });
+  const created = await post();
+  const replayed = await post();
+  const record = await app.get(DataSource).getRepository(IdempotencyRecord).findOneByOrFail({ key: 'k1' });
+  const idempotent = { created: created.status, replayed: [replayed.status, replayed.headers.get('idempotent-replayed'), await replayed.json()], stored: JSON.parse(record.responseBody) };
   const id = await outbox.transaction(() => outbox.emit('PackageSmoke', { format: '${format}' }));
   const failed = await outbox
     .transaction(async () => {
@@ -42,7 +69,7 @@ async function main() {
   const rows = await app.get(DataSource).getRepository(OutboxMessage).find();
   await app.close();
   const nest = JSON.parse(readFileSync(join(dirname(NEST_CORE), 'package.json'), 'utf8')).version;
-  console.log(JSON.stringify({ id, failed, outside, rows: rows.map((r) => ({ messageId: r.messageId, pattern: r.pattern, payload: JSON.parse(r.payload) })), resolved: RESOLVED, testing: TESTING, testingKit: [typeof flushOutbox, typeof deliverEveryMessageTwice], nest, node: process.version }));
+  console.log(JSON.stringify({ idempotent, id, failed, outside, rows: rows.map((r) => ({ messageId: r.messageId, pattern: r.pattern, payload: JSON.parse(r.payload) })), resolved: RESOLVED, testing: TESTING, testingKit: [typeof flushOutbox, typeof deliverEveryMessageTwice], nest, node: process.version }));
 }
 main().catch((error) => {
   console.error(error);
@@ -57,7 +84,9 @@ const { NestFactory } = require('@nestjs/core');
 const { ClientsModule, Transport } = require('@nestjs/microservices');
 const { TypeOrmModule } = require('@nestjs/typeorm');
 const { DataSource } = require('typeorm');
-const { OutboxModule, OutboxService, OutboxMessage, OutboxNoTransactionError } = require('nestjs-outbox');
+const { Controller, Post } = require('@nestjs/common');
+const { Exclude } = require('class-transformer');
+const { IdempotencyRecord, Idempotent, OutboxModule, OutboxService, OutboxMessage, OutboxNoTransactionError } = require('nestjs-outbox');
 const { readFileSync } = require('node:fs');
 const { dirname, join } = require('node:path');
 const RESOLVED = require.resolve('nestjs-outbox');
@@ -72,7 +101,9 @@ import { NestFactory } from '@nestjs/core';
 import { ClientsModule, Transport } from '@nestjs/microservices';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { OutboxModule, OutboxService, OutboxMessage, OutboxNoTransactionError } from 'nestjs-outbox';
+import { Controller, Post } from '@nestjs/common';
+import { Exclude } from 'class-transformer';
+import { IdempotencyRecord, Idempotent, OutboxModule, OutboxService, OutboxMessage, OutboxNoTransactionError } from 'nestjs-outbox';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -163,7 +194,7 @@ describe('nestjs-outbox as a packed package (npm pack), CommonJS and ESM, on SQL
   it.each([
     ['a CommonJS app (require)', 'app.cjs', 'cjs'],
     ['an ES module app (import)', 'app.mjs', 'esm'],
-  ])('%s loads its build and commits transaction + emit, rolls back on throw', async (_label, file, format) => {
+  ])('%s loads its build and commits transaction + emit, rolls back on throw; @Idempotent() stores responses through class-transformer', async (_label, file, format) => {
     const dbFile = join(work, `${format}.sqlite`);
     const { stdout } = await run(process.execPath, [file], { cwd: app, env: { ...process.env, DB_FILE: dbFile } });
     const result = JSON.parse(stdout.trim().split('\n').pop()!);
@@ -173,6 +204,8 @@ describe('nestjs-outbox as a packed package (npm pack), CommonJS and ESM, on SQL
     expect(result.failed).toBe('roll back');
     expect(result.outside).toBe('OutboxNoTransactionError');
     expect(result.rows).toEqual([{ messageId: result.id, pattern: 'PackageSmoke', payload: { format } }]);
+    // class-transformer was loaded by this build: the @Exclude()d field was neither stored nor replayed.
+    expect(result.idempotent).toEqual({ created: 201, replayed: [201, 'true', { id: 7 }], stored: { id: 7 } });
     console.log(`package smoke (${format}): Nest ${result.nest} on Node ${result.node}`);
     // The Nest 12 CI job (.ci/nest12.sh) sets these, so it fails if it did not really run on Nest 12 / Node 24.
     if (process.env.EXPECT_NEST_MAJOR) expect(result.nest.split('.')[0]).toBe(process.env.EXPECT_NEST_MAJOR);
