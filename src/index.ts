@@ -42,6 +42,7 @@ export { IdempotencyService, IDEMPOTENCY_CLEANUP_TASK } from './idempotency/idem
 export { IdempotencyRecord, IDEMPOTENCY_TABLE, IDEMPOTENCY_UNIQUE_CONSTRAINT } from './idempotency/idempotency-record.entity';
 export { IdempotencyProblemException } from './idempotency/idempotency.problems';
 export { IdempotencyProblemFilter } from './idempotency/idempotency-problem.filter';
+export { isDatabaseUnavailable } from './idempotency/database-unavailable';
 export { CreateOutboxTables1764374400000 } from './migrations/1764374400000-outbox-tables';
 export { CreateIdempotencyKeys1764460800000 } from './migrations/1764460800000-idempotency-keys';
 export type { IdempotencyProblemDetails } from './idempotency/idempotency.problems';

@@ -45,6 +45,7 @@ const MESSAGES = [
   /Client was closed and is not queryable/i, // pg
   /Can't add new command when connection is in closed state/i, // mysql2
   /Pool is closed/i,
+  /Query read timeout/i, // pg: `query_timeout` elapsed
 ];
 
 /** True when `error` (or what it wraps) says the database is unreachable or the connection to it was lost. */
