@@ -37,10 +37,11 @@ export interface OutboxPublisherOptions {
    */
   leaseDuration?: number;
   /**
-   * PostgreSQL only: after a commit that wrote outbox rows, `NOTIFY` the other replicas, and `LISTEN` for theirs
-   * (on one dedicated connection), so every replica's publisher wakes at once. A latency hint: polling still
-   * guarantees delivery. Turn it off behind a transaction-pooling proxy (PgBouncer in transaction mode), which
-   * drops LISTEN.
+   * PostgreSQL only: `LISTEN` on one dedicated connection for other processes' notifications, and after a commit
+   * that wrote outbox rows `NOTIFY` them when this process will not take the rows at once (its publisher is disabled,
+   * stopping, or already has `maxBatchesInFlight` batches awaiting confirmations), so a replica's publisher wakes
+   * without waiting for its poll. A latency hint: polling still guarantees delivery. Turn it off behind a
+   * transaction-pooling proxy (PgBouncer in transaction mode), which drops LISTEN.
    * @default true
    */
   notify?: boolean;

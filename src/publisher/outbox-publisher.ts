@@ -189,11 +189,16 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   }
 
   /**
-   * Asks for a pass as soon as possible (after a commit that wrote outbox rows) and, on PostgreSQL, wakes the other
-   * replicas with NOTIFY. Coalesced; a hint only.
+   * Asks for a pass as soon as possible (after a commit that wrote outbox rows). Coalesced; a hint only.
+   * On PostgreSQL the other replicas are woken with NOTIFY only when this process will not take the rows at once:
+   * its publisher is disabled or stopping, or its loop already has `maxBatchesInFlight` batches awaiting
+   * confirmations. A NOTIFY per commit would cost every commit another statement and every listener a wake-up, for
+   * rows the local publisher claims anyway.
    */
   wake(): void {
-    this.wakeup?.notify();
+    if (this.wakeup && (this.stopped || !this.options.publisher.enabled || this.inFlight.size >= this.options.publisher.maxBatchesInFlight)) {
+      this.wakeup.notify();
+    }
     if (this.stopped || !this.options.publisher.enabled || this.wakeScheduled) return;
     this.wakeScheduled = true;
     outsideTransactionContext(() =>
