@@ -265,7 +265,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const call: IdempotentCall = {
       key: this.boundedText(key),
       scope: this.boundedText(await this.scopeOf(context, options, options.consumer)),
-      fingerprint: fingerprintOf(options.fingerprint ? options.fingerprint(data, context) : data),
+      fingerprint: this.messageFingerprint(context, data, options),
       options,
     };
     rememberIdempotencyKey(context, key);
@@ -273,6 +273,20 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (begun.kind === 'stored') return this.skipDuplicate(context, begun.record, call);
     if (begun.kind === 'in-flight') return this.deferInFlight(context, call);
     return this.runFirstRpc(context, next, begun.attempt, call);
+  }
+
+  /**
+   * The fingerprint of a message's data (it only tells a redelivery with different data apart, for a warning). Data
+   * nested more than `MAX_JSON_DEPTH` levels deep gets a fixed fingerprint, with a warning: the message id decides.
+   */
+  protected messageFingerprint(context: ExecutionContext, data: unknown, options: ResolvedIdempotentOptions): string {
+    try {
+      return fingerprintOf(options.fingerprint ? options.fingerprint(data, context) : data);
+    } catch (error) {
+      if (!(error instanceof JsonNestingTooDeepError)) throw error;
+      this.warnOnce(`${options.consumer} depth`, `${options.consumer} received data nested more than ${MAX_JSON_DEPTH} levels deep: it is deduplicated by message id only.`);
+      return fingerprintOf('data nested too deeply');
+    }
   }
 
   /** The first delivery: runs the handler in the transaction with the record; settles the message after commit. */
