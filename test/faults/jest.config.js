@@ -13,8 +13,7 @@ module.exports = {
   displayName: 'faults',
   testEnvironment: 'node',
   roots: ['<rootDir>/test/faults'],
-  // Scenarios waiting on a library fix live in pending/ and run only with OUTBOX_FAULTS_PENDING=1 (never in CI).
-  testMatch: process.env.OUTBOX_FAULTS_PENDING ? ['**/pending/*.pending-spec.ts'] : ['**/*.fault-spec.ts'],
+  testMatch: ['**/*.fault-spec.ts'],
   transform,
   globalSetup: '<rootDir>/test/faults/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/faults/support/global-teardown.ts',

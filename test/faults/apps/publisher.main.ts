@@ -24,11 +24,6 @@ export interface PublisherAppConfig {
   rmqUrl?: string;
   publisher?: OutboxModuleOptions['publisher'];
   retry?: OutboxModuleOptions['retry'];
-  /**
-   * Hold the event loop open with a timer of the test's own. Needed while the publisher's own timer does not keep a
-   * publisher-only process alive (see pending/worker-stays-alive.pending-spec.ts).
-   */
-  keepAlive?: boolean;
   /** Also write this many orders (each with one OrderPlaced event, in one transaction), `concurrency` at a time. */
   produce?: { total: number; concurrency: number };
 }
@@ -49,7 +44,6 @@ async function main(): Promise<void> {
   const app = await NestFactory.createApplicationContext(PublisherAppModule, { logger: ['error', 'warn', 'log'] });
   app.enableShutdownHooks();
   await app.init();
-  if (config.keepAlive) setInterval(() => undefined, 60_000);
   signal('ready', { pid: process.pid });
   if (config.produce) await produce(app.get(OutboxService), app.get(DataSource), config.produce);
 }
