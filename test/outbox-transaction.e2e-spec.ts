@@ -147,6 +147,25 @@ for (const kind of kinds) {
         expect(await counts()).toEqual({ orders: 0, events: 0 });
       });
 
+      if (kind === 'mariadb') {
+        it('a payload over the 64 KB TEXT column → OutboxInvalidMessageError naming the limit, nothing written', async () => {
+          await expect(
+            outbox.transaction(async (manager) => {
+              await manager.save(TestOrder, { reference: 'B-2', amount: 1 });
+              await outbox.emit('P', { blob: 'x'.repeat(70_000) });
+            }),
+          ).rejects.toThrow(/payload is 700\d\d bytes.*at most 65535 bytes/);
+          expect(await counts()).toEqual({ orders: 0, events: 0 });
+        });
+      } else {
+        it('a large payload (1 MB) is stored whole', async () => {
+          const blob = 'x'.repeat(1_000_000);
+          const id = await outbox.transaction(() => outbox.emit('Big', { blob }));
+          const row = await ds.getRepository(OutboxMessage).findOneByOrFail({ messageId: id });
+          expect(JSON.parse(row.payload).blob.length).toBe(1_000_000);
+        });
+      }
+
       it('a cyclic payload → OutboxSerializationError naming the fix', async () => {
         const cyclic: Record<string, unknown> = { a: 1 };
         cyclic.self = cyclic;

@@ -1,8 +1,11 @@
 import type { EntityManager } from 'typeorm';
-import { OutboxConfigurationError } from '../errors';
+import { OutboxConfigurationError, OutboxInvalidMessageError } from '../errors';
 import { OUTBOX_KEY_LOCK_TABLE } from '../outbox/outbox-key-lock.entity';
-import type { ClaimedOutboxRow, ClaimRequest } from './outbox-dialect';
+import type { ClaimedOutboxRow, ClaimRequest, NewOutboxRow } from './outbox-dialect';
 import { checkedSeq, SqlOutboxDialect } from './sql-dialect.base';
+
+/** Bytes a MySQL/MariaDB `TEXT` column holds (the outbox's `payload` and `headers`). */
+export const MYSQL_TEXT_MAX_BYTES = 65_535;
 
 /** Number of lock rows same-key writers are spread over (a key always maps to the same row). */
 export const KEY_LOCK_BUCKETS = 4096;
@@ -32,6 +35,25 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
 
   param(): string {
     return '?';
+  }
+
+  /**
+   * Refuses a payload or headers larger than a `TEXT` column before the insert: in strict mode MySQL would fail the
+   * statement with a bare driver error, and without strict mode it would silently truncate the JSON.
+   */
+  async insert(manager: EntityManager, table: string, rows: readonly NewOutboxRow[]): Promise<void> {
+    for (const row of rows) {
+      for (const [what, text] of [['payload', row.payload], ['headers', row.headers]] as const) {
+        const bytes = text === null ? 0 : Buffer.byteLength(text, 'utf8');
+        if (bytes > MYSQL_TEXT_MAX_BYTES) {
+          throw new OutboxInvalidMessageError(
+            `emit('${row.pattern}'): the ${what} is ${bytes} bytes of JSON, but MySQL/MariaDB store it in a TEXT column of at ` +
+              `most ${MYSQL_TEXT_MAX_BYTES} bytes. Keep large data in a table or blob store of your own and emit its id.`,
+          );
+        }
+      }
+    }
+    await super.insert(manager, table, rows);
   }
 
   /** The key-lock table beside the outbox table (same schema). */
