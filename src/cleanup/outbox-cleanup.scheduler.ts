@@ -7,6 +7,7 @@ import { SerialQueue } from '../transaction/serial-queue';
 import { outsideTransactionContext } from '../transaction/transaction-context';
 import { OutboxCleanupRegistry } from './outbox-cleanup.registry';
 import { OutboxRetentionTask } from './outbox-retention.task';
+import { stopRegisteredInterval } from '../scheduling/registered-interval';
 
 /** Name under which the scheduled cleanup is registered in `SchedulerRegistry`. */
 export const OUTBOX_CLEANUP_JOB = 'nestjs-outbox:cleanup';
@@ -55,8 +56,7 @@ export class OutboxCleanupScheduler implements OnApplicationBootstrap, OnModuleD
   async onModuleDestroy(): Promise<void> {
     this.stopped = true;
     if (this.timer) {
-      if (this.schedulerRegistry?.doesExist('interval', this.jobName)) this.schedulerRegistry.deleteInterval(this.jobName);
-      else clearInterval(this.timer);
+      stopRegisteredInterval(this.schedulerRegistry, this.jobName, this.timer);
       this.timer = undefined;
     }
     await this.runs.run(async () => undefined);

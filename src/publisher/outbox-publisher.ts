@@ -26,6 +26,7 @@ import { resolveTransport } from '../transports/resolve-transport';
 import { retryDelay } from './backoff';
 import type { OutboxPublisherEvents } from './publisher-events';
 import { hasChannelSubscribers, publishToChannel } from '../events/outbox-channels';
+import { stopRegisteredInterval } from '../scheduling/registered-interval';
 
 /** Outcome of one publish pass. */
 export interface OutboxPassResult {
@@ -178,8 +179,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   async onModuleDestroy(): Promise<void> {
     this.stopped = true;
     if (this.timer) {
-      if (this.schedulerRegistry?.doesExist('interval', this.jobName)) this.schedulerRegistry.deleteInterval(this.jobName);
-      else clearInterval(this.timer);
+      stopRegisteredInterval(this.schedulerRegistry, this.jobName, this.timer);
       this.timer = undefined;
     }
     await this.wakeup?.close();
