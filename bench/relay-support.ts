@@ -26,7 +26,11 @@ export async function createBenchDatabase(): Promise<{ name: string; drop: () =>
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}`);
   await admin.end();
-  const ds = new DataSource({ type: 'postgres', ...PG, username: 'postgres', database: name, entities: [OutboxMessage, OutboxKeyLock, IdempotencyRecord], synchronize: true });
+  const entities = [OutboxMessage, OutboxKeyLock, IdempotencyRecord];
+  const ds = new DataSource({
+    type: 'postgres', ...PG, username: 'postgres', database: name, entities,
+    synchronize: true,
+  });
   await ds.initialize();
   await ds.destroy();
   return {

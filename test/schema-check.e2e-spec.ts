@@ -19,11 +19,13 @@ import { describeWith } from './helpers/services';
 
 const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
 const MIGRATIONS = [CreateOutboxTables1764374400000, CreateIdempotencyKeys1764460800000];
+const TYPEORM_DEFAULTS = { autoLoadEntities: true, synchronize: false, retryAttempts: 0, logging: false };
 
 /** Startup schema check: a missing table or column fails app.init() with OutboxSchemaError, not the first request. */
 for (const kind of kinds) {
   describeWith(servicesOf(kind), `Startup schema check on ${DATABASE_LABEL[kind]}`, () => {
     let db: TestDatabase;
+    const label = DATABASE_LABEL[kind];
 
     beforeEach(async () => {
       db = await createTestDatabase(kind);
@@ -34,7 +36,8 @@ for (const kind of kinds) {
 
     /** Prepares the database with a DataSource of its own, as a migration job or another app would. */
     async function withDataSource(work: (ds: DataSource) => Promise<unknown>, migrations: unknown[] = MIGRATIONS) {
-      const ds = new DataSource({ ...db.options, entities: [OutboxMessage, OutboxKeyLock, IdempotencyRecord], migrations, logging: false } as never);
+      const entities = [OutboxMessage, OutboxKeyLock, IdempotencyRecord];
+      const ds = new DataSource({ ...db.options, entities, migrations, logging: false } as never);
       await ds.initialize();
       try {
         await work(ds);
@@ -43,12 +46,13 @@ for (const kind of kinds) {
       }
     }
 
-    async function boot(typeorm: object = {}, outbox: Partial<OutboxModuleOptions> = {}, name?: string): Promise<INestApplication> {
+    async function boot(typeorm: object = {}, outbox: Partial<OutboxModuleOptions> = {}, name?: string) {
+      const options = { client: 'BROKER', dataSource: name, publisher: { pollingInterval: 60_000 }, ...outbox };
       const moduleRef = await Test.createTestingModule({
         imports: [
-          TypeOrmModule.forRoot({ ...db.options, name, autoLoadEntities: true, synchronize: false, retryAttempts: 0, logging: false, ...typeorm } as any),
+          TypeOrmModule.forRoot({ ...db.options, name, ...TYPEORM_DEFAULTS, ...typeorm } as any),
           ClientsModule.register([{ name: 'BROKER', transport: Transport.TCP, options: { port: 1 } }]),
-          OutboxModule.forRoot({ client: 'BROKER', dataSource: name, publisher: { pollingInterval: 60_000 }, ...outbox }),
+          OutboxModule.forRoot(options),
         ],
       }).compile();
       const app = moduleRef.createNestApplication({ logger: false });
@@ -81,7 +85,7 @@ for (const kind of kinds) {
       expect((await ds.getRepository(OutboxMessage).findOneByOrFail({ messageId: id })).pattern).toBe('SchemaChecked');
     }
 
-    it(`${DATABASE_LABEL[kind]}: no tables → app.init() fails with OutboxSchemaError naming each table, the DataSource and both fixes`, async () => {
+    it(`${label}: no tables → app.init() fails with OutboxSchemaError naming tables, DataSource, fixes`, async () => {
       const error = await bootError();
       const expected = ['outbox_messages', ...(kind === 'mariadb' ? ['outbox_key_locks'] : []), 'idempotency_keys'];
       expect(error.problems.map((p) => p.table)).toEqual(expected);
@@ -94,15 +98,16 @@ for (const kind of kinds) {
       expect(error.message).toContain('`schemaCheck: false`');
     });
 
-    it(`${DATABASE_LABEL[kind]}: only the outbox migration run → fails naming idempotency_keys and its migration only`, async () => {
+    it(`${label}: only the outbox migration run → fails naming idempotency_keys and its migration`, async () => {
       await withDataSource((ds) => ds.runMigrations(), [CreateOutboxTables1764374400000]);
       const error = await bootError();
-      expect(error.problems).toEqual([{ table: 'idempotency_keys', tableMissing: true, missingColumns: expect.arrayContaining(['idempotency_key', 'fingerprint']) }]);
+      const missingColumns = expect.arrayContaining(['idempotency_key', 'fingerprint']);
+      expect(error.problems).toEqual([{ table: 'idempotency_keys', tableMissing: true, missingColumns }]);
       expect(error.message).toContain('CreateIdempotencyKeys1764460800000');
       expect(error.message).not.toContain('CreateOutboxTables1764374400000');
     });
 
-    it(`${DATABASE_LABEL[kind]}: a dropped column → fails naming the table, the column and the named DataSource`, async () => {
+    it(`${label}: a dropped column → fails naming the table, the column, the named DataSource`, async () => {
       await withDataSource(async (ds) => {
         await ds.runMigrations();
         const q = kind === 'mariadb' ? '`' : '"';
@@ -120,7 +125,7 @@ for (const kind of kinds) {
       expect(error.message).toContain('table "idempotency_keys" lacks the column response_headers');
     });
 
-    it(`${DATABASE_LABEL[kind]}: boots with the shipped migrations run by TypeORM (migrationsRun)`, async () => {
+    it(`${label}: boots with the shipped migrations run by TypeORM (migrationsRun)`, async () => {
       const app = await boot({ migrations: MIGRATIONS, migrationsRun: true });
       try {
         await emitsOne(app);
@@ -129,7 +134,7 @@ for (const kind of kinds) {
       }
     });
 
-    it(`${DATABASE_LABEL[kind]}: boots with synchronize: true (tables created while the DataSource initializes)`, async () => {
+    it(`${label}: boots with synchronize: true (tables made while the DataSource initializes)`, async () => {
       const app = await boot({ synchronize: true });
       try {
         await emitsOne(app);
@@ -138,7 +143,7 @@ for (const kind of kinds) {
       }
     });
 
-    it(`${DATABASE_LABEL[kind]}: schemaCheck: false boots without tables (publisher on); migrations run afterwards make it work`, async () => {
+    it(`${label}: schemaCheck: false boots without tables (publisher on); later migrations work`, async () => {
       const app = await boot({ migrations: MIGRATIONS }, { schemaCheck: false });
       try {
         await app.get(DataSource).runMigrations();

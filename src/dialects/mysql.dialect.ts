@@ -76,7 +76,8 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
     const { schema, name } = this.splitTablePath(table);
     const { records } = await this.execute(
       manager,
-      `SELECT COLUMN_NAME AS ${this.quote('name')} FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ${schema === null ? 'DATABASE()' : '?'} AND TABLE_NAME = ?`,
+      `SELECT COLUMN_NAME AS ${this.quote('name')} FROM information_schema.COLUMNS ` +
+        `WHERE TABLE_SCHEMA = ${schema === null ? 'DATABASE()' : '?'} AND TABLE_NAME = ?`,
       schema === null ? [name] : [schema, name],
     );
     return records.map((r) => String(r.name));

@@ -57,6 +57,13 @@ export interface CompanionTable {
   columns: readonly string[];
 }
 
+/** A unique index by name, unqualified table and columns. */
+export interface UniqueIndexDescription {
+  name: string;
+  table: string;
+  columns: readonly string[];
+}
+
 /** Which dead rows an operation applies to: the given message ids, or all of them when omitted. */
 export type DeadSelection = readonly string[] | undefined;
 
@@ -112,7 +119,7 @@ export interface OutboxDialect {
    * True when `error` is a unique-constraint violation — of the given index when one is given (by name, or by name,
    * unqualified table and columns, which SQLite needs: its errors name the columns, not the index).
    */
-  isUniqueViolation(error: unknown, index?: string | { name: string; table: string; columns: readonly string[] }): boolean;
+  isUniqueViolation(error: unknown, index?: string | UniqueIndexDescription): boolean;
   /**
    * The column names of `table` (a TypeORM table path, schema-qualified or not), with the name resolved as the
    * library's own statements resolve it; empty when the table does not exist. One query on the catalog.

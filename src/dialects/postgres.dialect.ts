@@ -104,7 +104,8 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
   async tableColumns(manager: EntityManager, table: string): Promise<string[]> {
     const { records } = await this.execute(
       manager,
-      'SELECT a.attname AS name FROM pg_catalog.pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped',
+      'SELECT a.attname AS name FROM pg_catalog.pg_attribute a ' +
+        'WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped',
       [this.quoteTable(table)],
     );
     return records.map((r) => String(r.name));

@@ -8,14 +8,11 @@ import type {
   OutboxDialect,
   OutboxFailure,
   OutboxStats,
+  UniqueIndexDescription,
 } from './outbox-dialect';
 
 /** A unique index, described well enough for every database's error to be matched against it. */
-export interface UniqueIndexRef {
-  name: string;
-  table: string;
-  columns: readonly string[];
-}
+export type UniqueIndexRef = UniqueIndexDescription;
 
 /** How a statement runs. */
 export interface ExecuteOptions {

@@ -47,7 +47,8 @@ export class OutboxSchemaCheck implements OnModuleInit {
   protected neededTables(): NeededTable[] {
     const { dataSource, dialect, table } = this.database;
     const outboxMigration = CreateOutboxTables1764374400000.name;
-    const columnsOf = (entity: EntityTarget<unknown>) => dataSource.getMetadata(entity).columns.map((c) => c.databaseName);
+    const columnsOf = (entity: EntityTarget<unknown>) =>
+      dataSource.getMetadata(entity).columns.map((c) => c.databaseName);
     const tables: NeededTable[] = [
       { table, columns: columnsOf(OutboxMessage), migration: outboxMigration },
       ...dialect.companionTables(table).map((t) => ({ ...t, migration: outboxMigration })),
@@ -55,7 +56,8 @@ export class OutboxSchemaCheck implements OnModuleInit {
     // Registered by OutboxModule (autoLoadEntities): the scheduled cleanup and @Idempotent() use it.
     if (dataSource.hasMetadata(IdempotencyRecord)) {
       const metadata = dataSource.getMetadata(IdempotencyRecord);
-      tables.push({ table: metadata.tablePath, columns: columnsOf(IdempotencyRecord), migration: CreateIdempotencyKeys1764460800000.name });
+      const migration = CreateIdempotencyKeys1764460800000.name;
+      tables.push({ table: metadata.tablePath, columns: columnsOf(IdempotencyRecord), migration });
     }
     return tables;
   }
@@ -68,7 +70,8 @@ function schemaError(dataSource: string, problems: OutboxSchemaProblem[], needed
       ? `- table "${p.table}" does not exist`
       : `- table "${p.table}" lacks the column${p.missingColumns.length > 1 ? 's' : ''} ${p.missingColumns.join(', ')}`,
   );
-  const migrations = [...new Set(needed.filter((t) => problems.some((p) => p.table === t.table)).map((t) => t.migration))];
+  const failed = needed.filter((t) => problems.some((p) => p.table === t.table));
+  const migrations = [...new Set(failed.map((t) => t.migration))];
   const incomplete = problems.some((p) => !p.tableMissing);
   return new OutboxSchemaError(
     `nestjs-outbox cannot start: the DataSource '${dataSource}' lacks what it needs.\n${lines.join('\n')}\n` +

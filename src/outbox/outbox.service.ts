@@ -123,14 +123,19 @@ export class OutboxService {
   private readonly wake = () => this.publisher.wake();
 
   /** `OutboxDuplicateMessageIdError` when `error` is a violation of the message-id unique index, else undefined. */
-  protected duplicateIdError(pattern: string, messageId: string, error: unknown): OutboxDuplicateMessageIdError | undefined {
+  protected duplicateIdError(
+    pattern: string,
+    messageId: string,
+    error: unknown,
+  ): OutboxDuplicateMessageIdError | undefined {
     const { dialect, table } = this.database;
     const index = { name: MESSAGE_ID_UNIQUE_INDEX, table: table.split('.').pop()!, columns: ['message_id'] };
     if (!dialect.isUniqueViolation(error, index)) return undefined;
     return new OutboxDuplicateMessageIdError(
-      `emit('${pattern}'): the message id ${JSON.stringify(messageId)} is already in the outbox (message ids are unique; ` +
-        'consumers deduplicate by them). Leave messageId out to get a new UUIDv7, or derive it from something unique to ' +
-        'this event. Let this error roll the transaction back (on PostgreSQL the transaction is already aborted).',
+      `emit('${pattern}'): the message id ${JSON.stringify(messageId)} is already in the outbox (message ids ` +
+        'are unique; consumers deduplicate by them). Leave messageId out to get a new UUIDv7, or derive it from ' +
+        'something unique to this event. Let this error roll the transaction back (on PostgreSQL the ' +
+        'transaction is already aborted).',
       messageId,
     );
   }
