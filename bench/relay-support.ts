@@ -10,7 +10,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import { OutboxKeyLock, OutboxMessage, OutboxModule, OutboxModuleOptions } from '../src';
+import { IdempotencyRecord, OutboxKeyLock, OutboxMessage, OutboxModule, OutboxModuleOptions } from '../src';
 
 export const PG = { host: '127.0.0.1', port: 5432, user: 'postgres' };
 export const AMQP_URL = 'amqp://guest:guest@127.0.0.1:5672';
@@ -19,14 +19,18 @@ export function uniqueName(prefix: string): string {
   return `${prefix}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
 }
 
-/** A fresh PostgreSQL database with the outbox tables (created by TypeORM from the entities). */
+/** A fresh PostgreSQL database with the library's three tables (created by TypeORM), as the startup check needs. */
 export async function createBenchDatabase(): Promise<{ name: string; drop: () => Promise<void> }> {
   const name = uniqueName('outbox_bench');
   const admin = new Client({ ...PG, database: 'postgres' });
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}`);
   await admin.end();
-  const ds = new DataSource({ type: 'postgres', ...PG, username: 'postgres', database: name, entities: [OutboxMessage, OutboxKeyLock], synchronize: true });
+  const entities = [OutboxMessage, OutboxKeyLock, IdempotencyRecord];
+  const ds = new DataSource({
+    type: 'postgres', ...PG, username: 'postgres', database: name, entities,
+    synchronize: true,
+  });
   await ds.initialize();
   await ds.destroy();
   return {

@@ -33,3 +33,46 @@ export class OutboxNonRetryableError extends OutboxError {}
 
 /** A publish did not complete within `publisher.publishTimeout`. Its outcome is unknown: it is retried. */
 export class OutboxPublishTimeoutError extends OutboxError {}
+
+/** A table the startup schema check found missing, or lacking columns the library reads or writes. */
+export interface OutboxSchemaProblem {
+  /** The table as the library addresses it (schema-qualified when the entity or the DataSource sets a schema). */
+  table: string;
+  /** True when the table does not exist at all. */
+  tableMissing: boolean;
+  /** The needed columns the table lacks (all of them when the table is missing). */
+  missingColumns: string[];
+}
+
+/**
+ * At startup, a table the library needs (`outbox_messages`, `idempotency_keys`, and `outbox_key_locks` on
+ * MySQL/MariaDB) is missing or lacks columns. Thrown while the module initializes (`app.init()`), before the app
+ * listens. Fix: run the shipped migrations, or `synchronize: true` in development; apps whose migrations run after
+ * startup turn the check off with `schemaCheck: false`.
+ */
+export class OutboxSchemaError extends OutboxConfigurationError {
+  constructor(
+    message: string,
+    /** Name of the DataSource checked ('default' unless named). */
+    readonly dataSource: string,
+    /** One entry per missing or incomplete table. */
+    readonly problems: readonly OutboxSchemaProblem[],
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * `emit()` was given a `messageId` that is already in the outbox (committed, or written earlier in the same or a
+ * concurrent transaction). Thrown inside the caller's transaction, which then rolls back with it (on PostgreSQL
+ * the failed statement has already aborted that transaction: let the error propagate).
+ */
+export class OutboxDuplicateMessageIdError extends OutboxInvalidMessageError {
+  constructor(
+    message: string,
+    /** The id that was reused. */
+    readonly messageId: string,
+  ) {
+    super(message);
+  }
+}

@@ -14,6 +14,7 @@ import {
 import type { OutboxModuleOptions } from './outbox.options';
 import { resolveOutboxOptions } from './outbox.options-validation';
 import { OutboxDatabase } from './outbox/outbox-database';
+import { OutboxSchemaCheck } from './outbox/outbox-schema.check';
 import { OutboxDeadLetters } from './outbox/outbox-dead-letters.service';
 import { OutboxKeyLock } from './outbox/outbox-key-lock.entity';
 import { OutboxMessage } from './outbox/outbox-message.entity';
@@ -58,6 +59,7 @@ export class OutboxModule extends OutboxConfigurableModule {
         },
         { provide: OUTBOX_DATA_SOURCE, useExisting: getDataSourceToken(dataSourceName) },
         OutboxDatabase,
+        OutboxSchemaCheck,
         OutboxCleanupRegistry,
         OutboxPublisher,
         OutboxService,

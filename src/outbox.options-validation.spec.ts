@@ -9,6 +9,11 @@ describe('resolveOutboxOptions', () => {
     expect(resolved.retry).toEqual(DEFAULT_RETRY_OPTIONS);
     expect(resolved.transport).toBe('auto');
     expect(resolved.client).toBe('BROKER');
+    expect(resolved.schemaCheck).toBe(true);
+  });
+
+  it('keeps schemaCheck: false', () => {
+    expect(resolveOutboxOptions({ client: 'B', schemaCheck: false }).schemaCheck).toBe(false);
   });
 
   it('keeps given values and accepts symbol and class tokens', () => {
@@ -42,6 +47,7 @@ describe('resolveOutboxOptions', () => {
     ['publisher not an object', { client: 'B', publisher: true }, /`publisher` must be an object/],
     ['maxAttempts 0', { client: 'B', retry: { maxAttempts: 0 } }, /`retry\.maxAttempts` must be at least 1/],
     ['jitter above 1', { client: 'B', retry: { jitter: 2 } }, /`retry\.jitter` must be between 0 and 1/],
+    ['a string schemaCheck', { client: 'B', schemaCheck: 'false' }, /`schemaCheck` must be a boolean, got the str/],
     ['maxDelay below initialDelay', { client: 'B', retry: { initialDelay: 5000, maxDelay: 100 } }, /`retry\.maxDelay`.*below retry\.initialDelay/],
   ])('rejects %s with OutboxConfigurationError naming the option and the fix', (_label, options, message) => {
     expect(() => resolveOutboxOptions(options as never)).toThrow(OutboxConfigurationError);

@@ -70,7 +70,9 @@ function checkNumber(
  */
 export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): ResolvedOutboxOptions {
   const raw = checkObject('options', input ?? {});
-  checkKnownKeys('', raw, ['client', 'transport', 'publisher', 'retry', 'cleanup', 'idempotency', 'transactions']);
+  checkKnownKeys('', raw, [
+    'client', 'transport', 'publisher', 'retry', 'cleanup', 'idempotency', 'transactions', 'schemaCheck',
+  ]);
   const pub = checkObject('publisher', raw.publisher);
   checkKnownKeys('publisher', pub, Object.keys(DEFAULT_PUBLISHER_OPTIONS));
   const retry = checkObject('retry', raw.retry);
@@ -138,8 +140,18 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
   }
 
   const transactions = checkTransactions(raw.transactions);
+  const schemaCheck = checkBoolean('schemaCheck', raw.schemaCheck, true);
 
-  return { client, transport: transport as ResolvedOutboxOptions['transport'], publisher, retry: retryOptions, cleanup, idempotency: resolveIdempotencyDefaults(raw.idempotency), transactions };
+  return {
+    client,
+    transport: transport as ResolvedOutboxOptions['transport'],
+    publisher,
+    retry: retryOptions,
+    cleanup,
+    idempotency: resolveIdempotencyDefaults(raw.idempotency),
+    transactions,
+    schemaCheck,
+  };
 }
 
 function checkTransactions(value: unknown): ResolvedOutboxOptions['transactions'] {

@@ -126,6 +126,14 @@ export interface OutboxModuleOptions {
    * @default 'builtin'
    */
   transactions?: 'builtin' | 'cls' | OutboxTransactionSource;
+  /**
+   * Check at startup (while the module initializes, before the app listens) that the tables the library needs exist
+   * with their columns: the outbox table, the idempotency records' table (when `IdempotencyRecord` is an entity of
+   * the DataSource) and, on MySQL/MariaDB, the key locks. One catalog query per table; a gap fails `app.init()` with
+   * `OutboxSchemaError`. Turn it off only when the migrations run after the app has started.
+   * @default true
+   */
+  schemaCheck?: boolean;
 }
 
 /**
@@ -151,6 +159,7 @@ export interface ResolvedOutboxOptions {
   cleanup: Required<OutboxCleanupOptions>;
   idempotency: ResolvedIdempotencyDefaults;
   transactions: 'builtin' | 'cls' | OutboxTransactionSource;
+  schemaCheck: boolean;
 }
 
 export const DEFAULT_PUBLISHER_OPTIONS: Readonly<Required<OutboxPublisherOptions>> = Object.freeze({

@@ -1,6 +1,8 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import { QueryFailedError } from 'typeorm';
 import {
+  OutboxDuplicateMessageIdError,
   OutboxInvalidMessageError,
   OutboxMessage,
   OutboxNoTransactionError,
@@ -20,6 +22,7 @@ for (const kind of kinds) {
     let app: INestApplication;
     let outbox: OutboxService;
     let ds: DataSource;
+    const label = DATABASE_LABEL[kind];
 
     beforeAll(async () => {
       db = await createTestDatabase(kind);
@@ -165,6 +168,51 @@ for (const kind of kinds) {
           expect(JSON.parse(row.payload).blob.length).toBe(1_000_000);
         });
       }
+
+      it(`${label}: a reused messageId → OutboxDuplicateMessageIdError, the business write rolls back`, async () => {
+        await outbox.transaction(() => outbox.emit('First', {}, { messageId: 'dup-1' }));
+        const error = await outbox
+          .transaction(async (manager) => {
+            await manager.save(TestOrder, { reference: 'D-1', amount: 1 });
+            await outbox.emit('Second', {}, { messageId: 'dup-1', key: 'k-1' });
+          })
+          .catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(OutboxDuplicateMessageIdError);
+        expect(error).toBeInstanceOf(OutboxInvalidMessageError);
+        expect((error as OutboxDuplicateMessageIdError).messageId).toBe('dup-1');
+        expect((error as Error).message).toMatch(/emit\('Second'\): the message id "dup-1" is already in the outbox/);
+        expect((error as Error).message).toContain('Leave messageId out');
+        expect(await counts()).toEqual({ orders: 0, events: 1 });
+        expect((await ds.getRepository(OutboxMessage).findOneByOrFail({ messageId: 'dup-1' })).pattern).toBe('First');
+      });
+
+      it(`${label}: one messageId twice in the caller's transaction → named error, nothing committed`, async () => {
+        const error = await ds
+          .transaction(async (manager) => {
+            await manager.save(TestOrder, { reference: 'D-2', amount: 2 });
+            await outbox.emit('A', {}, { manager, messageId: 'dup-2' });
+            await outbox.emit('B', {}, { manager, messageId: 'dup-2' });
+          })
+          .catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(OutboxDuplicateMessageIdError);
+        expect((error as Error).message).toContain('"dup-2"');
+        expect(await counts()).toEqual({ orders: 0, events: 0 });
+      });
+
+      it(`${label}: another unique index of the outbox table violated → not a duplicate message id`, async () => {
+        const q = kind === 'mariadb' ? '`' : '"';
+        await ds.query(`CREATE UNIQUE INDEX ${q}UQ_test_pattern${q} ON ${q}outbox_messages${q} (${q}pattern${q})`);
+        try {
+          await outbox.transaction(() => outbox.emit('Once', {}));
+          const error = await outbox.transaction(() => outbox.emit('Once', {})).catch((e: unknown) => e);
+          expect(error).toBeInstanceOf(QueryFailedError);
+          expect(error).not.toBeInstanceOf(OutboxDuplicateMessageIdError);
+        } finally {
+          const on = kind === 'mariadb' ? ' ON `outbox_messages`' : '';
+          const drop = `DROP INDEX ${q}UQ_test_pattern${q}${on}`;
+          await ds.query(drop);
+        }
+      });
 
       it('a cyclic payload → OutboxSerializationError naming the fix', async () => {
         const cyclic: Record<string, unknown> = { a: 1 };

@@ -1,7 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import { OutboxConfigurationError, OutboxInvalidMessageError } from '../errors';
 import { OUTBOX_KEY_LOCK_TABLE } from '../outbox/outbox-key-lock.entity';
-import type { ClaimedOutboxRow, ClaimRequest, NewOutboxRow } from './outbox-dialect';
+import type { ClaimedOutboxRow, ClaimRequest, CompanionTable, NewOutboxRow } from './outbox-dialect';
 import { checkedSeq, SqlOutboxDialect } from './sql-dialect.base';
 
 /** Bytes a MySQL/MariaDB `TEXT` column holds (the outbox's `payload` and `headers`). */
@@ -63,6 +63,26 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
     return parts.join('.');
   }
 
+  /** The key-lock table (see `lockKeys`), needed beside the outbox table. */
+  companionTables(table: string): CompanionTable[] {
+    return [{ table: this.keyLockTable(table), columns: ['bucket', 'n'] }];
+  }
+
+  /**
+   * information_schema.COLUMNS with the schema and table name given as constants: MariaDB and MySQL then open only
+   * that table's definition (no scan of other schemas). The schema is the table path's, else the connection's.
+   */
+  async tableColumns(manager: EntityManager, table: string): Promise<string[]> {
+    const { schema, name } = this.splitTablePath(table);
+    const { records } = await this.execute(
+      manager,
+      `SELECT COLUMN_NAME AS ${this.quote('name')} FROM information_schema.COLUMNS ` +
+        `WHERE TABLE_SCHEMA = ${schema === null ? 'DATABASE()' : '?'} AND TABLE_NAME = ?`,
+      schema === null ? [name] : [schema, name],
+    );
+    return records.map((r) => String(r.name));
+  }
+
   protected async lockKeys(manager: EntityManager, table: string, keys: readonly string[]): Promise<void> {
     const buckets = [...new Set(keys.map(keyBucket))].sort((a, b) => a - b);
     const locks = this.quoteTable(this.keyLockTable(table));
@@ -79,7 +99,9 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
 
   /**
    * Creates the key-lock rows once (idempotent), so `emit()` with a key only ever updates an existing row: no
-   * first-insert races between writers.
+   * first-insert races between writers. A table that does not exist yet is left alone: it is missing only when the
+   * startup schema check is off (`schemaCheck: false`, migrations after boot), and `lockKeys` creates a bucket's row
+   * on first use.
    */
   async prepare(manager: EntityManager, table: string): Promise<void> {
     const locks = this.quoteTable(this.keyLockTable(table));
@@ -87,6 +109,8 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
     try {
       ({ records } = await this.execute(manager, `SELECT COUNT(*) AS ${this.quote('n')} FROM ${locks}`));
     } catch (error) {
+      const driverError = (error as any)?.driverError ?? error;
+      if (driverError?.code === 'ER_NO_SUCH_TABLE' || driverError?.errno === 1146) return;
       throw new OutboxConfigurationError(
         `nestjs-outbox needs the table ${locks} on MySQL/MariaDB (it orders each key's messages by commit), but reading it failed: ` +
           `${(error as Error)?.message}. Add OutboxKeyLock to the DataSource's entities (autoLoadEntities does it) and run ` +

@@ -51,6 +51,19 @@ export interface OutboxStats {
   oldestPendingAgeMs: number;
 }
 
+/** A table a dialect needs beside the outbox table, with the columns its statements use. */
+export interface CompanionTable {
+  table: string;
+  columns: readonly string[];
+}
+
+/** A unique index by name, unqualified table and columns. */
+export interface UniqueIndexDescription {
+  name: string;
+  table: string;
+  columns: readonly string[];
+}
+
 /** Which dead rows an operation applies to: the given message ids, or all of them when omitted. */
 export type DeadSelection = readonly string[] | undefined;
 
@@ -102,6 +115,16 @@ export interface OutboxDialect {
    * statement/transaction, skipping rows another replica is deleting. Resolves with the number deleted.
    */
   deleteExpiredSent(manager: EntityManager, table: string, retentionMs: number, limit: number): Promise<number>;
-  /** True when `error` is a unique-constraint violation (of the index `indexName`, when given). */
-  isUniqueViolation(error: unknown, indexName?: string): boolean;
+  /**
+   * True when `error` is a unique-constraint violation — of the given index when one is given (by name, or by name,
+   * unqualified table and columns, which SQLite needs: its errors name the columns, not the index).
+   */
+  isUniqueViolation(error: unknown, index?: string | UniqueIndexDescription): boolean;
+  /**
+   * The column names of `table` (a TypeORM table path, schema-qualified or not), with the name resolved as the
+   * library's own statements resolve it; empty when the table does not exist. One query on the catalog.
+   */
+  tableColumns(manager: EntityManager, table: string): Promise<string[]>;
+  /** Tables this dialect needs beside the outbox table `table` (MySQL/MariaDB: the key locks). */
+  companionTables(table: string): CompanionTable[];
 }

@@ -96,6 +96,21 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
     );
   }
 
+  /**
+   * `to_regclass` resolves the name exactly as the library's statements do (search_path included, so no schema has
+   * to be guessed as information_schema would need) and the columns are read through pg_attribute's
+   * (attrelid, attnum) index: one cheap query, no row of the table read.
+   */
+  async tableColumns(manager: EntityManager, table: string): Promise<string[]> {
+    const { records } = await this.execute(
+      manager,
+      'SELECT a.attname AS name FROM pg_catalog.pg_attribute a ' +
+        'WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped',
+      [this.quoteTable(table)],
+    );
+    return records.map((r) => String(r.name));
+  }
+
   async claim(manager: EntityManager, { table, owner, limit, leaseMs }: ClaimRequest): Promise<ClaimedOutboxRow[]> {
     const q = (c: string) => this.quote(c);
     const t = this.quoteTable(table);

@@ -2,19 +2,17 @@ import type { DataSource, EntityManager } from 'typeorm';
 import type {
   ClaimedOutboxRow,
   ClaimRequest,
+  CompanionTable,
   DeadSelection,
   NewOutboxRow,
   OutboxDialect,
   OutboxFailure,
   OutboxStats,
+  UniqueIndexDescription,
 } from './outbox-dialect';
 
 /** A unique index, described well enough for every database's error to be matched against it. */
-export interface UniqueIndexRef {
-  name: string;
-  table: string;
-  columns: readonly string[];
-}
+export type UniqueIndexRef = UniqueIndexDescription;
 
 /** How a statement runs. */
 export interface ExecuteOptions {
@@ -108,6 +106,20 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
   }
 
   async prepare(_manager: EntityManager, _table: string): Promise<void> {}
+
+  abstract tableColumns(manager: EntityManager, table: string): Promise<string[]>;
+
+  /** No table beside the outbox table by default. */
+  companionTables(_table: string): CompanionTable[] {
+    return [];
+  }
+
+  /** Splits a table path into its unqualified name and its schema (or database), when it has one. */
+  protected splitTablePath(table: string): { schema: string | null; name: string } {
+    const parts = table.split('.');
+    const name = parts.pop()!;
+    return { schema: parts.length > 0 ? parts.join('.') : null, name };
+  }
 
   /** Closes what the dialect opened for `dataSource` (PostgreSQL: the relay's own pool). */
   async dispose(_dataSource: DataSource): Promise<void> {}

@@ -31,6 +31,17 @@ export class SqliteOutboxDialect extends SqlOutboxDialect {
     return records.map((r) => this.toClaimed(r)).sort((a, b) => Number(BigInt(a.seq) - BigInt(b.seq)));
   }
 
+  /** `pragma_table_info` (the table-valued form of `PRAGMA table_info`): reads the schema, no row of the table. */
+  async tableColumns(manager: EntityManager, table: string): Promise<string[]> {
+    const { schema, name } = this.splitTablePath(table);
+    const { records } = await this.execute(
+      manager,
+      schema === null ? 'SELECT name FROM pragma_table_info(?)' : 'SELECT name FROM pragma_table_info(?, ?)',
+      schema === null ? [name] : [name, schema],
+    );
+    return records.map((r) => String(r.name));
+  }
+
   /** One writer at a time: nothing to skip. */
   protected readonly skipLockedClause = '';
 

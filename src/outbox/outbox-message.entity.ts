@@ -3,6 +3,9 @@ import { OUTBOX_TABLE } from '../outbox.constants';
 import { epochMsTransformer } from './epoch-ms.transformer';
 import { declareSqliteIntegerKey } from './sqlite-bigint-key.patch';
 
+/** Name of the unique index on `message_id` (the entity's and the migration's). */
+export const MESSAGE_ID_UNIQUE_INDEX = 'UQ_outbox_messages_message_id';
+
 /** Life cycle of an outbox row. In flight = `pending` with a live claim (`claimedUntil` in the future). */
 export type OutboxMessageStatus = 'pending' | 'sent' | 'dead';
 
@@ -24,7 +27,7 @@ export class OutboxMessage {
   seq!: string;
 
   /** Stable id assigned when the row is written (UUIDv7 unless given); travels with the message for dedup. */
-  @Index('UQ_outbox_messages_message_id', { unique: true })
+  @Index(MESSAGE_ID_UNIQUE_INDEX, { unique: true })
   @Column({ type: 'varchar', length: 255, name: 'message_id' })
   messageId!: string;
 

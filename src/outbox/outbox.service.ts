@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { getDataSourceName } from '@nestjs/typeorm';
 import type { EntityManager } from 'typeorm';
-import { OutboxInvalidMessageError, OutboxNoTransactionError } from '../errors';
+import { OutboxDuplicateMessageIdError, OutboxInvalidMessageError, OutboxNoTransactionError } from '../errors';
 import { MESSAGE_ID_HEADER } from '../outbox.constants';
 import { OutboxPublisher } from '../publisher/outbox-publisher';
 import { currentTransaction } from '../transaction/transaction-context';
@@ -9,6 +9,7 @@ import type { OutboxStats } from '../dialects/outbox-dialect';
 import { OutboxTransactionOptions, runInTransaction, runOnConnection } from '../transaction/transaction-runner';
 import { newMessageId } from './message-id';
 import { OutboxDatabase } from './outbox-database';
+import { MESSAGE_ID_UNIQUE_INDEX } from './outbox-message.entity';
 import { serializeJson } from './serialize-json';
 import { currentTraceHeaders } from '../tracing/opentelemetry';
 
@@ -96,7 +97,11 @@ export class OutboxService {
           `'${this.database.name}'. Pass a manager of the outbox's DataSource (or set OutboxModule's dataSource).`,
       );
     }
-    await this.database.dialect.insert(manager, this.database.table, [row]);
+    try {
+      await this.database.dialect.insert(manager, this.database.table, [row]);
+    } catch (error) {
+      throw this.duplicateIdError(pattern, row.messageId, error) ?? error;
+    }
     if (context && context.manager === manager && !context.afterCommit.includes(this.wake)) context.afterCommit.push(this.wake);
     return row.messageId;
   }
@@ -116,6 +121,24 @@ export class OutboxService {
   }
 
   private readonly wake = () => this.publisher.wake();
+
+  /** `OutboxDuplicateMessageIdError` when `error` is a violation of the message-id unique index, else undefined. */
+  protected duplicateIdError(
+    pattern: string,
+    messageId: string,
+    error: unknown,
+  ): OutboxDuplicateMessageIdError | undefined {
+    const { dialect, table } = this.database;
+    const index = { name: MESSAGE_ID_UNIQUE_INDEX, table: table.split('.').pop()!, columns: ['message_id'] };
+    if (!dialect.isUniqueViolation(error, index)) return undefined;
+    return new OutboxDuplicateMessageIdError(
+      `emit('${pattern}'): the message id ${JSON.stringify(messageId)} is already in the outbox (message ids ` +
+        'are unique; consumers deduplicate by them). Leave messageId out to get a new UUIDv7, or derive it from ' +
+        'something unique to this event. Let this error roll the transaction back (on PostgreSQL the ' +
+        'transaction is already aborted).',
+      messageId,
+    );
+  }
 
   protected toRow(pattern: string, payload: unknown, options: EmitOptions) {
     if (typeof pattern !== 'string' || pattern.trim().length === 0 || pattern.length > MAX_TEXT) {

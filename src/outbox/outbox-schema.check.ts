@@ -1,0 +1,87 @@
+import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
+import type { EntityTarget } from 'typeorm';
+import { OutboxSchemaError, OutboxSchemaProblem } from '../errors';
+import { IdempotencyRecord } from '../idempotency/idempotency-record.entity';
+import { CreateOutboxTables1764374400000 } from '../migrations/1764374400000-outbox-tables';
+import { CreateIdempotencyKeys1764460800000 } from '../migrations/1764460800000-idempotency-keys';
+import { OUTBOX_OPTIONS } from '../outbox.constants';
+import type { ResolvedOutboxOptions } from '../outbox.options';
+import { runOnConnection } from '../transaction/transaction-runner';
+import { OutboxDatabase } from './outbox-database';
+import { OutboxMessage } from './outbox-message.entity';
+
+/** A table the library needs, the columns it uses and the shipped migration that creates it. */
+interface NeededTable {
+  table: string;
+  columns: readonly string[];
+  migration: string;
+}
+
+/**
+ * Fails `app.init()` with `OutboxSchemaError` when a table the library needs is missing or lacks a column, instead
+ * of failing the first request (and every publisher poll) later. Runs in `onModuleInit`: after TypeORM's
+ * `synchronize` / `migrationsRun` (done while the DataSource initializes) and before the publisher starts.
+ * One catalog query per table (see each dialect's `tableColumns`). Off with `schemaCheck: false`.
+ */
+@Injectable()
+export class OutboxSchemaCheck implements OnModuleInit {
+  constructor(
+    protected readonly database: OutboxDatabase,
+    @Inject(OUTBOX_OPTIONS) protected readonly options: ResolvedOutboxOptions,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    if (this.options.schemaCheck === false) return;
+    const needed = this.neededTables();
+    const problems: OutboxSchemaProblem[] = [];
+    const { dataSource, dialect } = this.database;
+    for (const { table, columns } of needed) {
+      const present = new Set(await runOnConnection(dataSource, (m) => dialect.tableColumns(m, table)));
+      const missingColumns = columns.filter((c) => !present.has(c));
+      if (missingColumns.length > 0) problems.push({ table, tableMissing: present.size === 0, missingColumns });
+    }
+    if (problems.length > 0) throw schemaError(this.database.name, problems, needed);
+  }
+
+  /** The outbox table, the dialect's companions (MySQL/MariaDB: key locks) and the idempotency records' table. */
+  protected neededTables(): NeededTable[] {
+    const { dataSource, dialect, table } = this.database;
+    const outboxMigration = CreateOutboxTables1764374400000.name;
+    const columnsOf = (entity: EntityTarget<unknown>) =>
+      dataSource.getMetadata(entity).columns.map((c) => c.databaseName);
+    const tables: NeededTable[] = [
+      { table, columns: columnsOf(OutboxMessage), migration: outboxMigration },
+      ...dialect.companionTables(table).map((t) => ({ ...t, migration: outboxMigration })),
+    ];
+    // Registered by OutboxModule (autoLoadEntities): the scheduled cleanup and @Idempotent() use it.
+    if (dataSource.hasMetadata(IdempotencyRecord)) {
+      const metadata = dataSource.getMetadata(IdempotencyRecord);
+      const migration = CreateIdempotencyKeys1764460800000.name;
+      tables.push({ table: metadata.tablePath, columns: columnsOf(IdempotencyRecord), migration });
+    }
+    return tables;
+  }
+}
+
+/** The error naming each gap, the DataSource, the migrations to run and the way out. */
+function schemaError(dataSource: string, problems: OutboxSchemaProblem[], needed: NeededTable[]): OutboxSchemaError {
+  const lines = problems.map((p) =>
+    p.tableMissing
+      ? `- table "${p.table}" does not exist`
+      : `- table "${p.table}" lacks the column${p.missingColumns.length > 1 ? 's' : ''} ${p.missingColumns.join(', ')}`,
+  );
+  const failed = needed.filter((t) => problems.some((p) => p.table === t.table));
+  const migrations = [...new Set(failed.map((t) => t.migration))];
+  const incomplete = problems.some((p) => !p.tableMissing);
+  return new OutboxSchemaError(
+    `nestjs-outbox cannot start: the DataSource '${dataSource}' lacks what it needs.\n${lines.join('\n')}\n` +
+      `Fix: run the shipped migration${migrations.length > 1 ? 's' : ''} ${migrations.join(' and ')} (exported by ` +
+      "'nestjs-outbox': add them to the DataSource's `migrations` with `migrationsRun: true`, or run them with the " +
+      'TypeORM CLI), or set `synchronize: true` in development.' +
+      (incomplete ? ' A table that exists but lacks columns was not made by these migrations: add the columns.' : '') +
+      ' If your migrations run after the app starts, set `schemaCheck: false` in OutboxModule.forRoot() to skip ' +
+      'this check.',
+    dataSource,
+    problems,
+  );
+}

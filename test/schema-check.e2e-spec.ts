@@ -1,0 +1,156 @@
+import type { INestApplication } from '@nestjs/common';
+import { ClientsModule, Transport } from '@nestjs/microservices';
+import { Test } from '@nestjs/testing';
+import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import {
+  CreateIdempotencyKeys1764460800000,
+  CreateOutboxTables1764374400000,
+  IdempotencyRecord,
+  OutboxKeyLock,
+  OutboxMessage,
+  OutboxModule,
+  OutboxModuleOptions,
+  OutboxSchemaError,
+  OutboxService,
+} from '../src';
+import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
+import { describeWith } from './helpers/services';
+
+const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
+const MIGRATIONS = [CreateOutboxTables1764374400000, CreateIdempotencyKeys1764460800000];
+const TYPEORM_DEFAULTS = { autoLoadEntities: true, synchronize: false, retryAttempts: 0, logging: false };
+
+/** Startup schema check: a missing table or column fails app.init() with OutboxSchemaError, not the first request. */
+for (const kind of kinds) {
+  describeWith(servicesOf(kind), `Startup schema check on ${DATABASE_LABEL[kind]}`, () => {
+    let db: TestDatabase;
+    const label = DATABASE_LABEL[kind];
+
+    beforeEach(async () => {
+      db = await createTestDatabase(kind);
+    });
+    afterEach(async () => {
+      await db?.drop();
+    });
+
+    /** Prepares the database with a DataSource of its own, as a migration job or another app would. */
+    async function withDataSource(work: (ds: DataSource) => Promise<unknown>, migrations: unknown[] = MIGRATIONS) {
+      const entities = [OutboxMessage, OutboxKeyLock, IdempotencyRecord];
+      const ds = new DataSource({ ...db.options, entities, migrations, logging: false } as never);
+      await ds.initialize();
+      try {
+        await work(ds);
+      } finally {
+        await ds.destroy();
+      }
+    }
+
+    async function boot(typeorm: object = {}, outbox: Partial<OutboxModuleOptions> = {}, name?: string) {
+      const options = { client: 'BROKER', dataSource: name, publisher: { pollingInterval: 60_000 }, ...outbox };
+      const moduleRef = await Test.createTestingModule({
+        imports: [
+          TypeOrmModule.forRoot({ ...db.options, name, ...TYPEORM_DEFAULTS, ...typeorm } as any),
+          ClientsModule.register([{ name: 'BROKER', transport: Transport.TCP, options: { port: 1 } }]),
+          OutboxModule.forRoot(options),
+        ],
+      }).compile();
+      const app = moduleRef.createNestApplication({ logger: false });
+      try {
+        await app.init();
+      } catch (error) {
+        await app.close().catch(() => undefined);
+        throw error;
+      }
+      return app;
+    }
+
+    async function bootError(typeorm: object = {}, name?: string): Promise<OutboxSchemaError> {
+      const error = await boot(typeorm, {}, name).then(
+        async (app) => {
+          await app.close();
+          return undefined;
+        },
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(OutboxSchemaError);
+      return error as OutboxSchemaError;
+    }
+
+    /** Emits one keyed event and reads it back: the tables the check passed are usable. */
+    async function emitsOne(app: INestApplication, name?: string) {
+      const outbox = app.get(OutboxService);
+      const id = await outbox.transaction(() => outbox.emit('SchemaChecked', { ok: true }, { key: 'k-1' }));
+      const ds = app.get<DataSource>(getDataSourceToken(name));
+      expect((await ds.getRepository(OutboxMessage).findOneByOrFail({ messageId: id })).pattern).toBe('SchemaChecked');
+    }
+
+    it(`${label}: no tables → app.init() fails with OutboxSchemaError naming tables, DataSource, fixes`, async () => {
+      const error = await bootError();
+      const expected = ['outbox_messages', ...(kind === 'mariadb' ? ['outbox_key_locks'] : []), 'idempotency_keys'];
+      expect(error.problems.map((p) => p.table)).toEqual(expected);
+      expect(error.problems.every((p) => p.tableMissing)).toBe(true);
+      expect(error.dataSource).toBe('default');
+      for (const table of expected) expect(error.message).toContain(`table "${table}" does not exist`);
+      expect(error.message).toContain("DataSource 'default'");
+      expect(error.message).toContain('CreateOutboxTables1764374400000 and CreateIdempotencyKeys1764460800000');
+      expect(error.message).toContain('`synchronize: true` in development');
+      expect(error.message).toContain('`schemaCheck: false`');
+    });
+
+    it(`${label}: only the outbox migration run → fails naming idempotency_keys and its migration`, async () => {
+      await withDataSource((ds) => ds.runMigrations(), [CreateOutboxTables1764374400000]);
+      const error = await bootError();
+      const missingColumns = expect.arrayContaining(['idempotency_key', 'fingerprint']);
+      expect(error.problems).toEqual([{ table: 'idempotency_keys', tableMissing: true, missingColumns }]);
+      expect(error.message).toContain('CreateIdempotencyKeys1764460800000');
+      expect(error.message).not.toContain('CreateOutboxTables1764374400000');
+    });
+
+    it(`${label}: a dropped column → fails naming the table, the column, the named DataSource`, async () => {
+      await withDataSource(async (ds) => {
+        await ds.runMigrations();
+        const q = kind === 'mariadb' ? '`' : '"';
+        await ds.query(`ALTER TABLE ${q}outbox_messages${q} DROP COLUMN ${q}claimed_by${q}`);
+        await ds.query(`ALTER TABLE ${q}idempotency_keys${q} DROP COLUMN ${q}response_headers${q}`);
+      });
+      const error = await bootError({}, 'events');
+      expect(error.problems).toEqual([
+        { table: 'outbox_messages', tableMissing: false, missingColumns: ['claimed_by'] },
+        { table: 'idempotency_keys', tableMissing: false, missingColumns: ['response_headers'] },
+      ]);
+      expect(error.dataSource).toBe('events');
+      expect(error.message).toContain("DataSource 'events'");
+      expect(error.message).toContain('table "outbox_messages" lacks the column claimed_by');
+      expect(error.message).toContain('table "idempotency_keys" lacks the column response_headers');
+    });
+
+    it(`${label}: boots with the shipped migrations run by TypeORM (migrationsRun)`, async () => {
+      const app = await boot({ migrations: MIGRATIONS, migrationsRun: true });
+      try {
+        await emitsOne(app);
+      } finally {
+        await app.close();
+      }
+    });
+
+    it(`${label}: boots with synchronize: true (tables made while the DataSource initializes)`, async () => {
+      const app = await boot({ synchronize: true });
+      try {
+        await emitsOne(app);
+      } finally {
+        await app.close();
+      }
+    });
+
+    it(`${label}: schemaCheck: false boots without tables (publisher on); later migrations work`, async () => {
+      const app = await boot({ migrations: MIGRATIONS }, { schemaCheck: false });
+      try {
+        await app.get(DataSource).runMigrations();
+        await emitsOne(app);
+      } finally {
+        await app.close();
+      }
+    });
+  });
+}
