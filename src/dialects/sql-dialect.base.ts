@@ -232,13 +232,17 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
       return this.param(params.length);
     };
     const delayCases = failures.map((f) => `WHEN ${checkedSeq(f.seq)} THEN ${Math.max(0, Math.floor(f.retryDelay))}`).join(' ');
-    const errorCases = failures.map((f) => `WHEN ${checkedSeq(f.seq)} THEN ${p(redactSecrets(f.error).slice(0, 4000))}`).join(' ');
+    const errorCases = failures
+      .map((f) => `WHEN ${checkedSeq(f.seq)} THEN ${p(redactSecrets(f.error).slice(0, 4000))}`)
+      .join(' ');
     const dead = failures.filter((f) => f.dead).map((f) => f.seq);
     const statusExpr = dead.length ? `CASE WHEN ${q('seq')} IN (${dead.join(', ')}) THEN 'dead' ELSE 'pending' END` : `'pending'`;
     // An unreachable broker gives back the attempt its claim counted (never below 0).
     const uncounted = failures.filter((f) => f.transportUnreachable && !f.dead).map((f) => f.seq);
+    const attempts = q('attempts');
     const attemptsExpr = uncounted.length
-      ? `, ${q('attempts')} = CASE WHEN ${q('seq')} IN (${uncounted.join(', ')}) AND ${q('attempts')} > 0 THEN ${q('attempts')} - 1 ELSE ${q('attempts')} END`
+      ? `, ${attempts} = CASE WHEN ${q('seq')} IN (${uncounted.join(', ')}) AND ${attempts} > 0 ` +
+        `THEN ${attempts} - 1 ELSE ${attempts} END`
       : '';
     const { affected } = await this.execute(
       manager,

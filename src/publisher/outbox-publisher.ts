@@ -426,7 +426,8 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     const text = describeFailure(error);
     const connected = this.clientStatus === undefined ? undefined : !isDisconnectedStatus(this.clientStatus);
     if (isTransportUnreachable(error, { connected })) {
-      return { seq: row.seq, error: text, dead: false, retryDelay: retryDelay(this.unreachableStreak + 1, retry), transportUnreachable: true };
+      const delay = retryDelay(this.unreachableStreak + 1, retry);
+      return { seq: row.seq, error: text, dead: false, retryDelay: delay, transportUnreachable: true };
     }
     const dead = error instanceof OutboxNonRetryableError || row.attempts >= retry.maxAttempts;
     return { seq: row.seq, error: text, dead, retryDelay: dead ? 0 : retryDelay(row.attempts, retry) };
@@ -446,7 +447,10 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
       const what = failure.transportUnreachable
         ? `could not reach the broker (not counted as an attempt; ${attempts} counted so far)`
         : `failed attempt ${attempts}`;
-      this.logger.debug?.(`Outbox message ${row.messageId} ('${row.pattern}') ${what}, retrying in ${failure.retryDelay} ms: ${failure.error}`);
+      this.logger.debug?.(
+        `Outbox message ${row.messageId} ('${row.pattern}') ${what}, ` +
+          `retrying in ${failure.retryDelay} ms: ${failure.error}`,
+      );
       this.emitEvent('retry', {
         messageId: row.messageId,
         pattern: row.pattern,
@@ -568,12 +572,11 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
 
   /** Follows the client's connection status (Nest 11+ `ClientProxy.status`), to classify publish timeouts. */
   private watchStatus(client: ClientProxy): void {
-    const status = (client as { status?: { subscribe?: unknown } }).status;
+    type StatusSource = { subscribe?(next: (status: unknown) => void): Subscription };
+    const status = (client as unknown as { status?: StatusSource }).status;
     if (typeof status?.subscribe !== 'function') return;
-    this.statusSubscription = (client as unknown as { status: { subscribe(next: (s: unknown) => void): Subscription } }).status.subscribe(
-      (value) => {
-        this.clientStatus = typeof value === 'string' ? value : undefined;
-      },
-    );
+    this.statusSubscription = status.subscribe((value) => {
+      this.clientStatus = typeof value === 'string' ? value : undefined;
+    });
   }
 }

@@ -24,7 +24,10 @@ async function rejection(client: ClientProxy): Promise<unknown> {
   try {
     await Promise.race([
       dispatchEvent(client, 'OrderPlaced', { n: 1 }),
-      new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('the client neither failed nor published in 10 s')), 10_000))),
+      new Promise(
+        (_, reject) =>
+          (timer = setTimeout(() => reject(new Error('the client neither failed nor published in 10 s')), 10_000)),
+      ),
     ]);
   } catch (error) {
     return error;
@@ -46,11 +49,42 @@ describe('isTransportUnreachable, against the errors real Nest clients produce a
   afterAll(() => Logger.overrideLogger(['log', 'error', 'warn', 'debug', 'verbose']));
 
   const cases: Array<[string, () => ClientProxy]> = [
-    ['RabbitMQ (amqp-connection-manager { err, url })', () => ClientProxyFactory.create({ transport: Transport.RMQ, options: { urls: [`amqp://guest:${SECRET}@127.0.0.1:${port}`], queue: 'q' } })],
-    ['NATS (NatsError CONNECTION_REFUSED)', () => ClientProxyFactory.create({ transport: Transport.NATS, options: { servers: [`nats://user:${SECRET}@127.0.0.1:${port}`] } })],
-    ['MQTT (ECONNREFUSED)', () => ClientProxyFactory.create({ transport: Transport.MQTT, options: { url: `mqtt://user:${SECRET}@127.0.0.1:${port}`, reconnectPeriod: 0 } })],
-    ['Redis (ioredis "Connection is closed.")', () => ClientProxyFactory.create({ transport: Transport.REDIS, options: { host: '127.0.0.1', port, password: SECRET, retryAttempts: 0 } })],
-    ['TCP (ECONNREFUSED)', () => ClientProxyFactory.create({ transport: Transport.TCP, options: { host: '127.0.0.1', port } })],
+    [
+      'RabbitMQ (amqp-connection-manager { err, url })',
+      () =>
+        ClientProxyFactory.create({
+          transport: Transport.RMQ,
+          options: { urls: [`amqp://guest:${SECRET}@127.0.0.1:${port}`], queue: 'q' },
+        }),
+    ],
+    [
+      'NATS (NatsError CONNECTION_REFUSED)',
+      () =>
+        ClientProxyFactory.create({
+          transport: Transport.NATS,
+          options: { servers: [`nats://user:${SECRET}@127.0.0.1:${port}`] },
+        }),
+    ],
+    [
+      'MQTT (ECONNREFUSED)',
+      () =>
+        ClientProxyFactory.create({
+          transport: Transport.MQTT,
+          options: { url: `mqtt://user:${SECRET}@127.0.0.1:${port}`, reconnectPeriod: 0 },
+        }),
+    ],
+    [
+      'Redis (ioredis "Connection is closed.")',
+      () =>
+        ClientProxyFactory.create({
+          transport: Transport.REDIS,
+          options: { host: '127.0.0.1', port, password: SECRET, retryAttempts: 0 },
+        }),
+    ],
+    [
+      'TCP (ECONNREFUSED)',
+      () => ClientProxyFactory.create({ transport: Transport.TCP, options: { host: '127.0.0.1', port } }),
+    ],
   ];
 
   it.each(cases)('%s is unreachable, and its description carries no credential', async (_name, create) => {
@@ -62,7 +96,10 @@ describe('isTransportUnreachable, against the errors real Nest clients produce a
 
   it('an unknown host (DNS) is unreachable', async () => {
     const error = await rejection(
-      ClientProxyFactory.create({ transport: Transport.RMQ, options: { urls: [`amqp://guest:${SECRET}@no-such-host.invalid:5672`], queue: 'q' } }),
+      ClientProxyFactory.create({
+        transport: Transport.RMQ,
+        options: { urls: [`amqp://guest:${SECRET}@no-such-host.invalid:5672`], queue: 'q' },
+      }),
     );
     expect(isTransportUnreachable(error)).toBe(true);
     expect(describeFailure(error)).toContain('amqp://***@no-such-host.invalid:5672');
@@ -76,7 +113,10 @@ describe('isTransportUnreachable, against the errors real Nest clients produce a
     expect(isTransportUnreachable(new Error('Unexpected close'))).toBe(true); // amqplib
     expect(isTransportUnreachable(new Error('Connection is closed.'))).toBe(true); // ioredis
     expect(isTransportUnreachable(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }))).toBe(true);
-    const dualStack = new AggregateError([Object.assign(new Error('a'), { code: 'ECONNREFUSED' }), Object.assign(new Error('b'), { code: 'EHOSTUNREACH' })]);
+    const dualStack = new AggregateError([
+      Object.assign(new Error('a'), { code: 'ECONNREFUSED' }),
+      Object.assign(new Error('b'), { code: 'EHOSTUNREACH' }),
+    ]);
     expect(isTransportUnreachable(dualStack)).toBe(true);
   });
 
@@ -90,16 +130,27 @@ describe('isTransportUnreachable, against the errors real Nest clients produce a
   });
 
   it('failures of the message itself count: non-retryable, unserializable, rejected by the broker', async () => {
-    expect(isTransportUnreachable(new OutboxNonRetryableError('connect ECONNREFUSED (the app says: give up)'))).toBe(false);
+    expect(isTransportUnreachable(new OutboxNonRetryableError('connect ECONNREFUSED (the app says: give up)'))).toBe(
+      false,
+    );
     // A real serializer failure of ClientRMQ (it stringifies before it touches the channel).
-    const client = ClientProxyFactory.create({ transport: Transport.RMQ, options: { urls: [`amqp://127.0.0.1:${port}`], queue: 'q' } });
+    const client = ClientProxyFactory.create({
+      transport: Transport.RMQ,
+      options: { urls: [`amqp://127.0.0.1:${port}`], queue: 'q' },
+    });
     const circular: Record<string, unknown> = {};
     circular.self = circular;
-    const unserializable = await (client as any).dispatchEvent({ pattern: 'E', data: circular }).catch((e: unknown) => e);
+    const unserializable = await (client as any)
+      .dispatchEvent({ pattern: 'E', data: circular })
+      .catch((e: unknown) => e);
     expect(unserializable).toBeInstanceOf(TypeError);
     expect(isTransportUnreachable(unserializable)).toBe(false);
     expect(isTransportUnreachable(new Error('message nacked'))).toBe(false); // amqp-connection-manager, broker nack
-    expect(isTransportUnreachable(new Error("Channel closed by server: 404 (NOT-FOUND) with message \"NOT_FOUND - no exchange 'x'\""))).toBe(false);
+    expect(
+      isTransportUnreachable(
+        new Error('Channel closed by server: 404 (NOT-FOUND) with message "NOT_FOUND - no exchange \'x\'"'),
+      ),
+    ).toBe(false);
     expect(isTransportUnreachable(new Error('broker said no'))).toBe(false);
   });
 });

@@ -73,11 +73,19 @@ function matches(error: unknown, depth: number): boolean {
   if (depth > MAX_DEPTH || error === null || error === undefined) return false;
   if (typeof error === 'string') return UNREACHABLE_MESSAGES.some((re) => re.test(error.replace(/^Error:\s*/, '')));
   if (typeof error !== 'object') return false;
-  const e = error as { code?: unknown; name?: unknown; message?: unknown; err?: unknown; cause?: unknown; chainedError?: unknown; errors?: unknown };
+  const e = error as {
+    code?: unknown;
+    name?: unknown;
+    message?: unknown;
+    err?: unknown;
+    cause?: unknown;
+    chainedError?: unknown;
+    errors?: unknown;
+  };
   if (typeof e.code === 'string' && UNREACHABLE_CODES.has(e.code)) return true;
   if (typeof e.name === 'string' && UNREACHABLE_NAMES.has(e.name)) return true;
   if (typeof e.message === 'string' && matches(e.message, depth)) return true;
-  // amqp-connection-manager `{ err, url }`, NATS `chainedError`, `cause`, Node's AggregateError of a dual-stack connect.
+  // amqp-connection-manager `{ err, url }`, NATS `chainedError`, `cause`; Node's AggregateError (dual-stack connect).
   if ([e.err, e.chainedError, e.cause].some((inner) => inner !== error && matches(inner, depth + 1))) return true;
   return Array.isArray(e.errors) && e.errors.length > 0 && e.errors.every((inner) => matches(inner, depth + 1));
 }

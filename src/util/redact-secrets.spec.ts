@@ -5,7 +5,19 @@ import { redactSecrets } from './redact-secrets';
 /** Secrets drawn from characters that never occur in the surrounding fixed text, so "absent" is a real check. */
 const secret = fc.stringMatching(/^[A-Z0-9!$%*+~_-]{4,24}$/).map((s) => `Q${s}Z`);
 const user = fc.stringMatching(/^[a-z][a-z0-9._-]{0,11}$/);
-const scheme = fc.constantFrom('amqp', 'amqps', 'nats', 'mqtt', 'mqtts', 'redis', 'rediss', 'postgres', 'mysql', 'http', 'tls');
+const scheme = fc.constantFrom(
+  'amqp',
+  'amqps',
+  'nats',
+  'mqtt',
+  'mqtts',
+  'redis',
+  'rediss',
+  'postgres',
+  'mysql',
+  'http',
+  'tls',
+);
 const host = fc.constantFrom('127.0.0.1', 'broker.internal', 'rabbit-0.rabbit.svc.cluster.local', '[::1]');
 const port = fc.integer({ min: 1, max: 65535 });
 const fieldName = fc.constantFrom(
@@ -28,7 +40,12 @@ const fieldName = fc.constantFrom(
   'dbPassword',
   'credentials',
 );
-const around = fc.constantFrom(['', ''], ['connect failed (', ') retrying'], ['{"err":{},"url":"', '"}'], ['url=', ' host=x']);
+const around = fc.constantFrom(
+  ['', ''],
+  ['connect failed (', ') retrying'],
+  ['{"err":{},"url":"', '"}'],
+  ['url=', ' host=x'],
+);
 
 describe('redactSecrets', () => {
   it('removes the password of any URL and keeps scheme, host and port', () => {
@@ -112,9 +129,14 @@ describe('describeError / describeFailure', () => {
   });
 
   it('adds a chained error and redacts whatever is thrown: errors, strings, objects', () => {
-    const nats = Object.assign(new Error('CONNECTION_REFUSED'), { name: 'NatsError', chainedError: new Error('connect ECONNREFUSED 127.0.0.1:4222') });
+    const nats = Object.assign(new Error('CONNECTION_REFUSED'), {
+      name: 'NatsError',
+      chainedError: new Error('connect ECONNREFUSED 127.0.0.1:4222'),
+    });
     expect(describeFailure(nats)).toBe('NatsError: CONNECTION_REFUSED (connect ECONNREFUSED 127.0.0.1:4222)');
-    expect(describeError('Error: Connection lost. Trying to reconnect...')).toBe('Error: Connection lost. Trying to reconnect...');
+    expect(describeError('Error: Connection lost. Trying to reconnect...')).toBe(
+      'Error: Connection lost. Trying to reconnect...',
+    );
     expect(describeError({ password: 'hunter22', host: 'h' })).toBe('{"password":"***","host":"h"}');
     expect(describeError(new Error('bad url mqtt://me:hunter22@h:1883'))).toBe('bad url mqtt://***@h:1883');
     expect(describeError(undefined)).toBe('undefined');
