@@ -84,7 +84,10 @@ export interface OutboxCleanupOptions {
 export interface OutboxRetryOptions {
   /**
    * Attempts before a message is marked dead. An attempt counts when it starts, so a message that crashes the
-   * process is counted too.
+   * process is counted too. A failure to reach the broker (connection refused, reset or lost, DNS, a client not
+   * connected, a publish timeout while the client reports itself disconnected) gives its attempt back: the message
+   * waits with backoff capped at `maxDelay` and never goes dead because of an outage. Failures of the message itself
+   * (rejected or nacked by the broker, unserializable, a timeout while connected) count.
    * @default 10
    */
   maxAttempts?: number;

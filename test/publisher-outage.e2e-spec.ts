@@ -56,10 +56,12 @@ for (const kind of kinds) {
       const id = await outbox.transaction(() => outbox.emit('OrderPlaced', { n: 2 }));
       await waitFor(async () => {
         const row = await repo.findOneByOrFail({ messageId: id });
-        return row.attempts >= 2 && row.lastError !== null;
-      }, 'failed attempts to be recorded');
+        return row.lastError !== null;
+      }, 'a failed attempt to be recorded');
       const failed = await repo.findOneByOrFail({ messageId: id });
       expect(failed.status).toBe('pending');
+      // The broker being unreachable is not the message's fault: the attempt is given back.
+      expect(failed.attempts).toBe(0);
       expect(failed.sentAt).toBeNull();
       expect(failed.lastError).toEqual(expect.any(String));
       expect(consumer.received.some((m) => m.messageId === id)).toBe(false);

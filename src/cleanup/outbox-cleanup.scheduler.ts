@@ -7,6 +7,7 @@ import { SerialQueue } from '../transaction/serial-queue';
 import { outsideTransactionContext } from '../transaction/transaction-context';
 import { OutboxCleanupRegistry } from './outbox-cleanup.registry';
 import { OutboxRetentionTask } from './outbox-retention.task';
+import { describeError } from '../util/describe-error';
 import { stopRegisteredInterval } from '../scheduling/registered-interval';
 
 /** Name under which the scheduled cleanup is registered in `SchedulerRegistry`. */
@@ -45,7 +46,7 @@ export class OutboxCleanupScheduler implements OnApplicationBootstrap, OnModuleD
     }
     if (!this.options.cleanup.enabled) return;
     this.timer = setInterval(() => {
-      this.runOnce().catch((error) => this.logger.error(`Cleanup run failed (will retry): ${(error as Error)?.message ?? error}`));
+      this.runOnce().catch((error) => this.logger.error(`Cleanup run failed (will retry): ${describeError(error)}`));
     }, this.options.cleanup.interval);
     this.timer.unref?.();
     if (this.schedulerRegistry && !this.schedulerRegistry.doesExist('interval', this.jobName)) {
@@ -78,7 +79,7 @@ export class OutboxCleanupScheduler implements OnApplicationBootstrap, OnModuleD
               await new Promise((resolve) => setImmediate(resolve));
             }
           } catch (error) {
-            this.logger.error(`Cleanup task '${task.name}' failed (will retry next run): ${(error as Error)?.message ?? error}`);
+            this.logger.error(`Cleanup task '${task.name}' failed (will retry next run): ${describeError(error)}`);
           }
           deleted[task.name] = total;
         }

@@ -2,6 +2,7 @@ import type { EntityManager } from 'typeorm';
 import { OutboxConfigurationError, OutboxInvalidMessageError } from '../errors';
 import { OUTBOX_KEY_LOCK_TABLE } from '../outbox/outbox-key-lock.entity';
 import type { ClaimedOutboxRow, ClaimRequest, CompanionTable, NewOutboxRow } from './outbox-dialect';
+import { describeError } from '../util/describe-error';
 import { checkedSeq, SqlOutboxDialect } from './sql-dialect.base';
 
 /** Bytes a MySQL/MariaDB `TEXT` column holds (the outbox's `payload` and `headers`). */
@@ -113,7 +114,7 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
       if (driverError?.code === 'ER_NO_SUCH_TABLE' || driverError?.errno === 1146) return;
       throw new OutboxConfigurationError(
         `nestjs-outbox needs the table ${locks} on MySQL/MariaDB (it orders each key's messages by commit), but reading it failed: ` +
-          `${(error as Error)?.message}. Add OutboxKeyLock to the DataSource's entities (autoLoadEntities does it) and run ` +
+          `${describeError(error)}. Add OutboxKeyLock to the DataSource's entities (autoLoadEntities does it) and run ` +
           'the CreateOutboxTables1764374400000 migration, or use synchronize in development.',
       );
     }

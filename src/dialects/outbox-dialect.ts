@@ -35,6 +35,11 @@ export interface OutboxFailure {
   retryDelay: number;
   /** Mark the message dead instead of scheduling a retry. */
   dead: boolean;
+  /**
+   * The broker could not be reached: the attempt counted at claim is given back (the row keeps its attempts), so
+   * an outage never moves a message toward `retry.maxAttempts`. @default false
+   */
+  transportUnreachable?: boolean;
 }
 
 /** Counts for `OutboxService.stats()`. */
@@ -98,7 +103,10 @@ export interface OutboxDialect {
   claim(manager: EntityManager, request: ClaimRequest): Promise<ClaimedOutboxRow[]>;
   /** Marks rows sent, only where `owner` still holds the claim. Resolves with the number of rows marked. */
   markSent(manager: EntityManager, table: string, owner: string, seqs: readonly string[]): Promise<number>;
-  /** Records failures (retry later or dead), only where `owner` still holds the claim. Resolves with rows changed. */
+  /**
+   * Records failures (retry later or dead; an unreachable broker's attempt given back), only where `owner` still
+   * holds the claim. Errors are stored redacted of credentials. Resolves with rows changed.
+   */
   markFailed(manager: EntityManager, table: string, owner: string, failures: readonly OutboxFailure[]): Promise<number>;
   /** Releases claims that were not started (shutdown): the rows become due again at once, the attempt uncounted. */
   release(manager: EntityManager, table: string, owner: string, seqs: readonly string[]): Promise<number>;

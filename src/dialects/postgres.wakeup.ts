@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
+import { describeError } from '../util/describe-error';
 import { pgConnectionConfig, pgModule } from './postgres.connection';
 
 /**
@@ -36,7 +37,7 @@ export class PostgresWakeup {
     this.sending = true;
     this.dataSource
       .query('SELECT pg_notify($1, $2)', [this.channel, this.instanceId])
-      .catch((error: unknown) => this.logger.debug?.(`NOTIFY failed (a latency hint only): ${(error as Error)?.message}`))
+      .catch((error: unknown) => this.logger.debug?.(`NOTIFY failed (a latency hint only): ${describeError(error)}`))
       .finally(() => {
         this.sending = false;
         if (this.sendAgain && !this.closed) {
@@ -68,7 +69,7 @@ export class PostgresWakeup {
       await client.connect();
       await client.query(`LISTEN "${this.channel}"`);
     } catch (error) {
-      this.logger.warn(`LISTEN failed; relying on polling until it reconnects: ${(error as Error)?.message}`);
+      this.logger.warn(`LISTEN failed; relying on polling until it reconnects: ${describeError(error)}`);
       retry();
     }
   }

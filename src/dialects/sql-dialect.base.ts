@@ -10,6 +10,7 @@ import type {
   OutboxStats,
   UniqueIndexDescription,
 } from './outbox-dialect';
+import { redactSecrets } from '../util/redact-secrets';
 
 /** A unique index, described well enough for every database's error to be matched against it. */
 export type UniqueIndexRef = UniqueIndexDescription;
@@ -243,12 +244,21 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
       return this.param(params.length);
     };
     const delayCases = failures.map((f) => `WHEN ${checkedSeq(f.seq)} THEN ${Math.max(0, Math.floor(f.retryDelay))}`).join(' ');
-    const errorCases = failures.map((f) => `WHEN ${checkedSeq(f.seq)} THEN ${p(f.error.slice(0, 4000))}`).join(' ');
+    const errorCases = failures
+      .map((f) => `WHEN ${checkedSeq(f.seq)} THEN ${p(redactSecrets(f.error).slice(0, 4000))}`)
+      .join(' ');
     const dead = failures.filter((f) => f.dead).map((f) => f.seq);
     const statusExpr = dead.length ? `CASE WHEN ${q('seq')} IN (${dead.join(', ')}) THEN 'dead' ELSE 'pending' END` : `'pending'`;
+    // An unreachable broker gives back the attempt its claim counted (never below 0).
+    const uncounted = failures.filter((f) => f.transportUnreachable && !f.dead).map((f) => f.seq);
+    const attempts = q('attempts');
+    const attemptsExpr = uncounted.length
+      ? `, ${attempts} = CASE WHEN ${q('seq')} IN (${uncounted.join(', ')}) AND ${attempts} > 0 ` +
+        `THEN ${attempts} - 1 ELSE ${attempts} END`
+      : '';
     const { affected } = await this.execute(
       manager,
-      `UPDATE ${this.quoteTable(table)} SET ${q('status')} = ${statusExpr}, ${q('available_at')} = ${this.nowMs} + CASE ${q('seq')} ${delayCases} ELSE 0 END, ${q('last_error')} = CASE ${q('seq')} ${errorCases} ELSE ${q('last_error')} END, ${q('claimed_by')} = NULL, ${q('claimed_until')} = NULL WHERE ${q('claimed_by')} = ${p(owner)} AND ${q('seq')} IN (${failures.map((f) => f.seq).join(', ')})`,
+      `UPDATE ${this.quoteTable(table)} SET ${q('status')} = ${statusExpr}${attemptsExpr}, ${q('available_at')} = ${this.nowMs} + CASE ${q('seq')} ${delayCases} ELSE 0 END, ${q('last_error')} = CASE ${q('seq')} ${errorCases} ELSE ${q('last_error')} END, ${q('claimed_by')} = NULL, ${q('claimed_until')} = NULL WHERE ${q('claimed_by')} = ${p(owner)} AND ${q('seq')} IN (${failures.map((f) => f.seq).join(', ')})`,
       params,
       { relay: true },
     );

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { OutboxStats } from '../dialects/outbox-dialect';
 import { OutboxService } from '../outbox/outbox.service';
+import { describeError } from '../util/describe-error';
 
 /** Limits past which the outbox reports itself `down`. A limit left out is reported but not checked. */
 export interface OutboxHealthThresholds {
@@ -49,7 +50,7 @@ export class OutboxHealthIndicator {
       stats = await this.outbox.stats();
     } catch (error) {
       const empty: OutboxStats = { pending: 0, due: 0, inFlight: 0, dead: 0, oldestPendingAgeMs: 0 };
-      return { [key]: { status: 'down', ...empty, problems: [`stats query failed: ${(error as Error)?.message ?? error}`] } } as Record<Key, OutboxHealthDetails>;
+      return { [key]: { status: 'down', ...empty, problems: [`stats query failed: ${describeError(error)}`] } } as Record<Key, OutboxHealthDetails>;
     }
     const problems = this.problems(stats, limits);
     const details: OutboxHealthDetails = { status: problems.length > 0 ? 'down' : 'up', ...stats };

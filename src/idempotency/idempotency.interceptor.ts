@@ -38,6 +38,7 @@ import {
   nestedTooDeeplyProblem,
   reusedKeyProblem,
 } from './idempotency.problems';
+import { describeError } from '../util/describe-error';
 import { JsonNestingTooDeepError, MAX_JSON_DEPTH } from './stable-json';
 
 /** The options of one handler: module defaults ← class ← method. */
@@ -165,7 +166,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
    */
   protected databaseError(context: ExecutionContext, error: unknown, options: ResolvedIdempotentOptions): unknown {
     if (error instanceof IdempotencyProblemException || !isDatabaseUnavailable(error)) return error;
-    this.logger.debug(`The database is unreachable (${(error as Error)?.message ?? error}): answered 503.`);
+    this.logger.debug(`The database is unreachable (${describeError(error)}): answered 503.`);
     return this.reject(context, databaseUnavailableProblem(options.header, options.retryAfter));
   }
 
@@ -351,14 +352,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
         channel.ack(message);
       } catch (error) {
         // The channel closed (shutdown, broker restart): the broker redelivers the message, and the record skips it.
-        this.logger.warn(`Could not acknowledge message: ${(error as Error)?.message ?? error}; it will be redelivered and skipped.`);
+        this.logger.warn(`Could not acknowledge message: ${describeError(error)}; it will be redelivered and skipped.`);
       }
     } else {
       const timer = setTimeout(() => {
         try {
           channel.nack(message, false, true);
         } catch (error) {
-          this.logger.warn(`Could not requeue message: ${(error as Error)?.message ?? error}`);
+          this.logger.warn(`Could not requeue message: ${describeError(error)}`);
         }
       }, options.retryAfter * 1000);
       timer.unref?.();
@@ -386,7 +387,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     try {
       await attempt.rollback();
     } catch (error) {
-      this.logger.warn(`Rollback failed: ${(error as Error)?.message ?? error}`);
+      this.logger.warn(`Rollback failed: ${describeError(error)}`);
     }
   }
 

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { OutboxInvalidMessageError } from '../errors';
 import { OutboxPublisher } from '../publisher/outbox-publisher';
 import { runOnConnection } from '../transaction/transaction-runner';
+import { redactSecrets } from '../util/redact-secrets';
 import { OutboxDatabase } from './outbox-database';
 import { OutboxMessage } from './outbox-message.entity';
 
@@ -32,8 +33,11 @@ export class OutboxDeadLetters {
     protected readonly publisher: OutboxPublisher,
   ) {}
 
-  /** Dead messages, oldest first, with their last error and attempt count. */
-  list(options: ListDeadOptions = {}): Promise<OutboxMessage[]> {
+  /**
+   * Dead messages, oldest first, with their last error (redacted of credentials, also for rows stored before
+   * redaction existed) and attempt count.
+   */
+  async list(options: ListDeadOptions = {}): Promise<OutboxMessage[]> {
     const limit = options.limit ?? 100;
     if (!Number.isInteger(limit) || limit < 1) {
       throw new OutboxInvalidMessageError(`OutboxDeadLetters.list() option limit must be a positive integer, got ${String(limit)}.`);
@@ -41,9 +45,11 @@ export class OutboxDeadLetters {
     const where: Record<string, unknown> = { status: 'dead' };
     if (options.pattern !== undefined) where.pattern = options.pattern;
     if (options.key !== undefined) where.key = options.key;
-    return runOnConnection(this.database.dataSource, (m) =>
+    const rows = await runOnConnection(this.database.dataSource, (m) =>
       m.getRepository(OutboxMessage).find({ where, order: { seq: 'ASC' }, take: limit }),
     );
+    for (const row of rows) if (row.lastError) row.lastError = redactSecrets(row.lastError);
+    return rows;
   }
 
   /** Number of dead messages. */

@@ -8,6 +8,7 @@ import {
 } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import type { ClientProxy } from '@nestjs/microservices';
+import type { Subscription } from 'rxjs';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
@@ -23,6 +24,8 @@ import { runOnConnection } from '../transaction/transaction-runner';
 import { dispatchEvent } from '../transports/dispatch';
 import type { OutboxTransport } from '../transports/outbox-transport';
 import { resolveTransport } from '../transports/resolve-transport';
+import { isDisconnectedStatus, isTransportUnreachable } from '../transports/transport-unreachable';
+import { describeError, describeFailure } from '../util/describe-error';
 import { retryDelay } from './backoff';
 import type { OutboxPublisherEvents } from './publisher-events';
 import { hasChannelSubscribers, publishToChannel } from '../events/outbox-channels';
@@ -112,6 +115,14 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   private lastPublishWarnError?: string;
   private unreported?: UnreportedFailures;
   private wakeup?: PostgresWakeup;
+  /** The client's last reported connection status (Nest's `ClientProxy.status`), when it reports one. */
+  private clientStatus?: string;
+  private statusSubscription?: Subscription;
+  /**
+   * Consecutive batches that failed because the broker was unreachable: the backoff of such failures grows with it
+   * (their attempts are given back, so they cannot). Reset by a batch the broker confirmed.
+   */
+  private unreachableStreak = 0;
 
   constructor(
     @Inject(OUTBOX_OPTIONS) protected readonly options: ResolvedOutboxOptions,
@@ -119,7 +130,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     protected readonly moduleRef: ModuleRef,
     @Optional() protected readonly schedulerRegistry?: SchedulerRegistry,
   ) {
-    this.events.on('error', (error) => this.logger.error(`An outbox event listener failed: ${(error as Error)?.message ?? error}`));
+    this.events.on('error', (error) => this.logger.error(`An outbox event listener failed: ${describeError(error)}`));
   }
 
   /** Name of the loop in `SchedulerRegistry`. */
@@ -145,7 +156,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
       publishToChannel(event, payload);
       this.events.emit(event, payload);
     } catch (error) {
-      this.logger.error(`A '${event}' listener threw: ${(error as Error)?.message ?? error}`);
+      this.logger.error(`A '${event}' listener threw: ${describeError(error)}`);
     }
   }
 
@@ -185,6 +196,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     await this.wakeup?.close();
     await this.claiming;
     await Promise.all([...this.inFlight]);
+    this.statusSubscription?.unsubscribe();
     await this.database.dialect.dispose(this.database.dataSource);
   }
 
@@ -372,6 +384,8 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     if (outcome.sent.length > 0 && (this.events.listenerCount('published') > 0 || hasChannelSubscribers('published'))) {
       this.emitEvent('published', { owner, messages: outcome.sent.map(({ messageId, pattern, key, attempts }) => ({ messageId, pattern, key, attempts })) });
     }
+    if (outcome.sent.length > 0) this.unreachableStreak = 0;
+    else if (failures.some((f) => f.transportUnreachable)) this.unreachableStreak++;
     for (const { row, failure } of outcome.failures) this.reportPublishFailure(row, failure);
     this.reportBatchFailures(outcome);
     return { claimed: rows.length, published: marked, failed: failures.length, fenced, released };
@@ -401,11 +415,21 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     }
   }
 
+  /**
+   * What a failed publish means for its row. A broker that could not be reached (`isTransportUnreachable()`) gives
+   * the attempt back and waits with backoff growing over the outage (capped at `retry.maxDelay`), however long it
+   * lasts; any other failure counts toward `retry.maxAttempts` (`OutboxNonRetryableError`: dead at once). The
+   * error text is redacted of credentials.
+   */
   protected toFailure(row: ClaimedOutboxRow, error: unknown): OutboxFailure {
     const retry = this.options.retry;
+    const text = describeFailure(error);
+    const connected = this.clientStatus === undefined ? undefined : !isDisconnectedStatus(this.clientStatus);
+    if (isTransportUnreachable(error, { connected })) {
+      const delay = retryDelay(this.unreachableStreak + 1, retry);
+      return { seq: row.seq, error: text, dead: false, retryDelay: delay, transportUnreachable: true };
+    }
     const dead = error instanceof OutboxNonRetryableError || row.attempts >= retry.maxAttempts;
-    const text =
-      error instanceof Error ? `${error.name}: ${error.message}` : typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
     return { seq: row.seq, error: text, dead, retryDelay: dead ? 0 : retryDelay(row.attempts, retry) };
   }
 
@@ -419,15 +443,21 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     } else {
       // Per message at debug only: a broker outage fails every message of the backlog, again at every retry.
       // reportBatchFailures() writes the bounded summary.
+      const attempts = failure.transportUnreachable ? row.attempts - 1 : row.attempts;
+      const what = failure.transportUnreachable
+        ? `could not reach the broker (not counted as an attempt; ${attempts} counted so far)`
+        : `failed attempt ${attempts}`;
       this.logger.debug?.(
-        `Outbox message ${row.messageId} ('${row.pattern}') failed attempt ${row.attempts}, retrying in ${failure.retryDelay} ms: ${failure.error}`,
+        `Outbox message ${row.messageId} ('${row.pattern}') ${what}, ` +
+          `retrying in ${failure.retryDelay} ms: ${failure.error}`,
       );
       this.emitEvent('retry', {
         messageId: row.messageId,
         pattern: row.pattern,
-        attempts: row.attempts,
+        attempts,
         retryDelay: failure.retryDelay,
         error: failure.error,
+        transportUnreachable: failure.transportUnreachable === true,
       });
     }
   }
@@ -500,7 +530,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     this.failingSince ??= now;
     if (now - this.lastFailureLog >= 60_000) {
       this.lastFailureLog = now;
-      this.logger.error(`Outbox publish pass failed (will retry on the next poll): ${(error as Error)?.message ?? error}`);
+      this.logger.error(`Outbox publish pass failed (will retry on the next poll): ${describeError(error)}`);
     }
   }
 
@@ -536,6 +566,17 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     }
     this.transport = resolveTransport(this.options.transport, client);
     this.client = client;
+    this.watchStatus(client);
     return client;
+  }
+
+  /** Follows the client's connection status (Nest 11+ `ClientProxy.status`), to classify publish timeouts. */
+  private watchStatus(client: ClientProxy): void {
+    type StatusSource = { subscribe?(next: (status: unknown) => void): Subscription };
+    const status = (client as unknown as { status?: StatusSource }).status;
+    if (typeof status?.subscribe !== 'function') return;
+    this.statusSubscription = status.subscribe((value) => {
+      this.clientStatus = typeof value === 'string' ? value : undefined;
+    });
   }
 }

@@ -14,6 +14,7 @@ export interface OutboxDeadEvent {
   pattern: string;
   key: string | null;
   attempts: number;
+  /** What went wrong, redacted of credentials. */
   error: string;
 }
 
@@ -24,7 +25,13 @@ export interface OutboxRetryEvent {
   attempts: number;
   /** Milliseconds until the next attempt. */
   retryDelay: number;
+  /** What went wrong, redacted of credentials. */
   error: string;
+  /**
+   * The broker could not be reached (connection refused or lost, DNS, a timeout while disconnected): this failure
+   * did not count toward `retry.maxAttempts`, and `attempts` is the count without it.
+   */
+  transportUnreachable: boolean;
 }
 
 /**

@@ -2,6 +2,7 @@ import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nes
 import { defer, from, mergeMap, Observable } from 'rxjs';
 import { getOutboxMessageId } from '../transports/message-id';
 import { incomingHeaders } from './incoming-headers';
+import { describeError } from '../util/describe-error';
 import { loadOpenTelemetry, openTelemetry } from './opentelemetry';
 
 /**
@@ -52,7 +53,7 @@ export class OutboxTraceInterceptor implements NestInterceptor {
           next: (value) => subscriber.next(value),
           error: (error: unknown) => {
             span.recordException(error instanceof Error ? error : String(error));
-            span.setStatus({ code: api.SpanStatusCode.ERROR, message: (error as Error)?.message });
+            span.setStatus({ code: api.SpanStatusCode.ERROR, message: describeError(error) });
             span.end();
             subscriber.error(error);
           },

@@ -3,6 +3,7 @@ import type { DataSource, EntityManager } from 'typeorm';
 import type { IsolationLevel } from 'typeorm/driver/types/IsolationLevel';
 import { SerialQueue } from './serial-queue';
 import { currentTransaction, OutboxTransactionContext, runInTransactionContext } from './transaction-context';
+import { describeError } from '../util/describe-error';
 import { transactionSourceOf } from './transaction-source';
 
 /** Options of one transaction. */
@@ -67,7 +68,7 @@ export function runAfterCommit(context: OutboxTransactionContext): void {
     try {
       callback();
     } catch (error) {
-      logger.error(`An after-commit callback failed: ${(error as Error)?.message ?? error}`);
+      logger.error(`An after-commit callback failed: ${describeError(error)}`);
     }
   }
 }
