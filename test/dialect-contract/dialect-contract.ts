@@ -31,7 +31,8 @@ const claim = (s: DialectSubject, owner: string, limit = 100, leaseMs = LEASE): 
 
 const ids = (rows: readonly ClaimedOutboxRow[]) => rows.map((r) => r.messageId);
 
-const row = (s: DialectSubject, messageId: string) => s.dataSource.getRepository(OutboxMessage).findOneBy({ messageId });
+const row = (s: DialectSubject, messageId: string) =>
+  s.dataSource.getRepository(OutboxMessage).findOneBy({ messageId });
 
 const update = (s: DialectSubject, messageIds: string[], changes: Partial<OutboxMessage>) =>
   s.dataSource.getRepository(OutboxMessage).update({ messageId: In(messageIds) }, changes);
@@ -58,7 +59,9 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
     name: 'quote() makes any identifier usable: reserved words and the quote character itself',
     async run(s) {
       const odd = 'we"ird`name';
-      const [record] = await s.dataSource.query(`SELECT 1 AS ${s.dialect.quote('order')}, 2 AS ${s.dialect.quote(odd)}`);
+      const [record] = await s.dataSource.query(
+        `SELECT 1 AS ${s.dialect.quote('order')}, 2 AS ${s.dialect.quote(odd)}`,
+      );
       expect(Number(record.order)).toBe(1);
       expect(Number(record[odd])).toBe(2);
     },
@@ -68,7 +71,10 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
     async run(s) {
       const p = (i: number) => s.dialect.param(i);
       const q = (c: string) => s.dialect.quote(c);
-      const [record] = await s.dataSource.query(`SELECT ${p(1)} AS ${q('a')}, ${p(2)} AS ${q('b')}`, ['first', 'second']);
+      const [record] = await s.dataSource.query(`SELECT ${p(1)} AS ${q('a')}, ${p(2)} AS ${q('b')}`, [
+        'first',
+        'second',
+      ]);
       expect([String(record.a), String(record.b)]).toEqual(['first', 'second']);
     },
   },
@@ -79,15 +85,45 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
       const n = names('a', 'b', 'c');
       await insert(
         s,
-        { messageId: n.a, pattern: 'OrderPlaced', payload: '{"id":1,"text":"ünï ✓"}', headers: '{"tenant":"acme"}', key: 'k' },
+        {
+          messageId: n.a,
+          pattern: 'OrderPlaced',
+          payload: '{"id":1,"text":"ünï ✓"}',
+          headers: '{"tenant":"acme"}',
+          key: 'k',
+        },
         { messageId: n.b, pattern: 'Other', payload: '[]' },
         { messageId: n.c, pattern: 'OrderPlaced', payload: '{"id":2}', key: 'k' },
       );
       const rows = await claim(s, randomUUID());
       expect(rows).toEqual([
-        { seq: expect.any(String), messageId: n.a, pattern: 'OrderPlaced', payload: '{"id":1,"text":"ünï ✓"}', headers: '{"tenant":"acme"}', key: 'k', attempts: 1 },
-        { seq: expect.any(String), messageId: n.b, pattern: 'Other', payload: '[]', headers: null, key: null, attempts: 1 },
-        { seq: expect.any(String), messageId: n.c, pattern: 'OrderPlaced', payload: '{"id":2}', headers: null, key: 'k', attempts: 1 },
+        {
+          seq: expect.any(String),
+          messageId: n.a,
+          pattern: 'OrderPlaced',
+          payload: '{"id":1,"text":"ünï ✓"}',
+          headers: '{"tenant":"acme"}',
+          key: 'k',
+          attempts: 1,
+        },
+        {
+          seq: expect.any(String),
+          messageId: n.b,
+          pattern: 'Other',
+          payload: '[]',
+          headers: null,
+          key: null,
+          attempts: 1,
+        },
+        {
+          seq: expect.any(String),
+          messageId: n.c,
+          pattern: 'OrderPlaced',
+          payload: '{"id":2}',
+          headers: null,
+          key: 'k',
+          attempts: 1,
+        },
       ]);
       const seqs = rows.map((r) => BigInt(r.seq));
       expect(seqs[0] < seqs[1] && seqs[1] < seqs[2]).toBe(true);
@@ -98,9 +134,13 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
     async run(s) {
       await reset(s);
       const n = names('kept', 'dropped');
-      await s.dataSource.transaction((tx) => s.dialect.insert(tx, s.table, [{ messageId: n.kept, pattern: 'E', payload: '{}', headers: null, key: 'k' }]));
+      await s.dataSource.transaction((tx) =>
+        s.dialect.insert(tx, s.table, [{ messageId: n.kept, pattern: 'E', payload: '{}', headers: null, key: 'k' }]),
+      );
       const rolledBack = s.dataSource.transaction(async (tx) => {
-        await s.dialect.insert(tx, s.table, [{ messageId: n.dropped, pattern: 'E', payload: '{}', headers: null, key: 'k' }]);
+        await s.dialect.insert(tx, s.table, [
+          { messageId: n.dropped, pattern: 'E', payload: '{}', headers: null, key: 'k' },
+        ]);
         throw new Error('roll back');
       });
       await expect(rolledBack).rejects.toThrow('roll back');
@@ -113,7 +153,12 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
       await reset(s);
       const n = names('now', 'delayed', 'dated');
       const before = await dbNow(s);
-      await insert(s, { messageId: n.now }, { messageId: n.delayed, delay: 60_000 }, { messageId: n.dated, availableAt: before + 120_000 });
+      await insert(
+        s,
+        { messageId: n.now },
+        { messageId: n.delayed, delay: 60_000 },
+        { messageId: n.dated, availableAt: before + 120_000 },
+      );
       const after = await dbNow(s);
       const now = (await row(s, n.now))!;
       expect(now.createdAt.getTime()).toBeGreaterThanOrEqual(before);
@@ -186,7 +231,11 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
       // The head is in flight: the rest of its key waits; other keys do not.
       expect(ids(await claim(s, randomUUID()))).toEqual([n.other, n.none]);
       // The head waits for a retry: its key still waits.
-      expect(await s.dialect.markFailed(s.dataSource.manager, s.table, a, [{ seq: head.seq, error: 'no', retryDelay: 60_000, dead: false }])).toBe(1);
+      expect(
+        await s.dialect.markFailed(s.dataSource.manager, s.table, a, [
+          { seq: head.seq, error: 'no', retryDelay: 60_000, dead: false },
+        ]),
+      ).toBe(1);
       expect(await claim(s, randomUUID())).toEqual([]);
       // The head is dead: its key still waits, until the dead head is gone.
       await update(s, [n.k1], { status: 'dead' });
@@ -234,9 +283,20 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
       const before = await dbNow(s);
       expect(await s.dialect.markFailed(s.dataSource.manager, s.table, owner, failures)).toBe(2);
       const retried = (await row(s, n.retry))!;
-      expect(retried).toMatchObject({ status: 'pending', lastError: 'broker said no', claimedBy: null, claimedUntil: null, attempts: 1 });
+      expect(retried).toMatchObject({
+        status: 'pending',
+        lastError: 'broker said no',
+        claimedBy: null,
+        claimedUntil: null,
+        attempts: 1,
+      });
       expect(retried.availableAt.getTime()).toBeGreaterThanOrEqual(before + 60_000);
-      expect(await row(s, n.dead)).toMatchObject({ status: 'dead', lastError: 'poison', claimedBy: null, claimedUntil: null });
+      expect(await row(s, n.dead)).toMatchObject({
+        status: 'dead',
+        lastError: 'poison',
+        claimedBy: null,
+        claimedUntil: null,
+      });
       expect(await claim(s, randomUUID())).toEqual([]);
     },
   },
@@ -296,7 +356,13 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
     async run(s) {
       await reset(s);
       const n = names('d1', 'd2', 'd3', 'pending');
-      await insert(s, { messageId: n.d1 }, { messageId: n.d2 }, { messageId: n.d3 }, { messageId: n.pending, delay: 60_000 });
+      await insert(
+        s,
+        { messageId: n.d1 },
+        { messageId: n.d2 },
+        { messageId: n.d3 },
+        { messageId: n.pending, delay: 60_000 },
+      );
       await update(s, [n.d1, n.d2, n.d3], { status: 'dead', attempts: 5, lastError: 'poison' });
       const requeue = (selection?: string[]) => s.dialect.requeueDead(s.dataSource.manager, s.table, selection);
       expect(await requeue([])).toBe(0);
@@ -315,7 +381,14 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
     async run(s) {
       await reset(s);
       const n = names('d1', 'd2', 'd3', 'pending', 'sent');
-      await insert(s, { messageId: n.d1 }, { messageId: n.d2 }, { messageId: n.d3 }, { messageId: n.pending }, { messageId: n.sent });
+      await insert(
+        s,
+        { messageId: n.d1 },
+        { messageId: n.d2 },
+        { messageId: n.d3 },
+        { messageId: n.pending },
+        { messageId: n.sent },
+      );
       await update(s, [n.d1, n.d2, n.d3], { status: 'dead' });
       await update(s, [n.sent], { status: 'sent', sentAt: new Date() });
       const purge = (selection?: string[]) => s.dialect.purgeDead(s.dataSource.manager, s.table, selection);
@@ -342,7 +415,8 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
       await update(s, [n.recent], { status: 'sent', sentAt: new Date(now - 60_000) });
       await update(s, [n.dead], { status: 'dead', sentAt: hoursAgo(5) });
       await update(s, [n.pending], { sentAt: hoursAgo(5) });
-      const sweep = (retentionMs: number, limit: number) => s.dialect.deleteExpiredSent(s.dataSource.manager, s.table, retentionMs, limit);
+      const sweep = (retentionMs: number, limit: number) =>
+        s.dialect.deleteExpiredSent(s.dataSource.manager, s.table, retentionMs, limit);
       expect(await sweep(6 * 3_600_000, 10)).toBe(0);
       expect(await sweep(3_600_000, 2)).toBe(2);
       expect(await row(s, n.old2)).toBeNull();
@@ -375,7 +449,10 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
       await reset(s);
       const n = names('a');
       await insert(s, { messageId: n.a });
-      const duplicate = await insert(s, { messageId: n.a }).then(() => undefined, (e: unknown) => e);
+      const duplicate = await insert(s, { messageId: n.a }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(duplicate).toBeDefined();
       expect(s.dialect.isUniqueViolation(duplicate)).toBe(true);
       // The library names an index by name, table and columns (UniqueIndexRef): SQLite's error names only the
@@ -384,7 +461,10 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
       const otherIndex = { name: 'UQ_outbox_messages_pattern', table: s.table, columns: ['pattern'] };
       expect(s.dialect.isUniqueViolation(duplicate, index as never)).toBe(true);
       expect(s.dialect.isUniqueViolation(duplicate, otherIndex as never)).toBe(false);
-      const other = await s.dataSource.query('SELECT * FROM no_such_table_here').then(() => undefined, (e: unknown) => e);
+      const other = await s.dataSource.query('SELECT * FROM no_such_table_here').then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(other).toBeDefined();
       expect(s.dialect.isUniqueViolation(other)).toBe(false);
       expect(s.dialect.isUniqueViolation(new Error('duplicate key'))).toBe(false);
@@ -413,7 +493,10 @@ export function dialectContract(getSubject: () => DialectSubject): void {
 }
 
 /** Runs the checks against `subject` and resolves with the names of those that failed. */
-export async function failingChecks(subject: DialectSubject, checks: readonly DialectCheck[] = DIALECT_CHECKS): Promise<string[]> {
+export async function failingChecks(
+  subject: DialectSubject,
+  checks: readonly DialectCheck[] = DIALECT_CHECKS,
+): Promise<string[]> {
   const failed: string[] = [];
   for (const check of checks) {
     await check.run(subject).catch(() => failed.push(check.name));
