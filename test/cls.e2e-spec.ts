@@ -1,4 +1,4 @@
-import { Injectable, INestApplication } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { ClsPluginTransactional, Transactional, TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
@@ -16,7 +16,8 @@ import {
 import { resolveOutboxOptions } from '../src/outbox.options-validation';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
-import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
+import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
+import { useOutboxApp, useTestDatabase } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';
 
 /** An app service that manages its transactions with @nestjs-cls/transactional only. */
@@ -55,32 +56,20 @@ const kinds: DatabaseKind[] = ['sqlite', 'postgres'];
 
 for (const kind of kinds) {
   describeWith(servicesOf(kind), `transactions: 'cls' (@nestjs-cls/transactional + TypeORM adapter) on ${DATABASE_LABEL[kind]}`, () => {
-    let db: TestDatabase;
-    let app: INestApplication;
     let outbox: OutboxService;
     let orders: OrdersService;
     let txHost: TransactionHost<TransactionalAdapterTypeOrm>;
     let ds: DataSource;
-
-    beforeAll(async () => {
-      db = await createTestDatabase(kind);
-      const moduleRef = await createOutboxTestingModule({
-        db,
-        imports: clsImports,
-        providers: [OrdersService],
-        outbox: { transactions: 'cls', publisher: { enabled: false } },
-      });
-      app = moduleRef.createNestApplication();
-      await app.init();
-      outbox = app.get(OutboxService);
-      orders = app.get(OrdersService);
-      txHost = app.get(TransactionHost);
-      ds = app.get(DataSource);
+    const fx = useOutboxApp(kind, {
+      imports: clsImports,
+      providers: [OrdersService],
+      outbox: { transactions: 'cls', publisher: { enabled: false } },
     });
 
-    afterAll(async () => {
-      await app?.close();
-      await db?.drop();
+    beforeAll(() => {
+      ({ outbox, dataSource: ds } = fx);
+      orders = fx.app.get(OrdersService);
+      txHost = fx.app.get(TransactionHost);
     });
 
     beforeEach(async () => {
@@ -172,26 +161,12 @@ class OwnTransactions implements OutboxTransactionSource {
 }
 
 describe(`transactions: a custom OutboxTransactionSource on ${DATABASE_LABEL.sqlite}`, () => {
-  let db: TestDatabase;
-  let app: INestApplication;
   const own = new OwnTransactions();
-
-  beforeAll(async () => {
-    db = await createTestDatabase('sqlite');
-    const moduleRef = await createOutboxTestingModule({ db, outbox: { transactions: own, publisher: { enabled: false } } });
-    app = moduleRef.createNestApplication();
-    await app.init();
-  });
-
-  afterAll(async () => {
-    await app?.close();
-    await db?.drop();
-  });
+  const fx = useOutboxApp('sqlite', { outbox: { transactions: own, publisher: { enabled: false } } });
 
   it('is initialized at startup; emit() and manager join its transactions, which commit and roll back the event', async () => {
     expect(own.initialized).toBe(true);
-    const outbox = app.get(OutboxService);
-    const ds = app.get(DataSource);
+    const { outbox, dataSource: ds } = fx;
     await own.run(ds, async (manager) => {
       expect(outbox.manager).toBe(manager);
       await outbox.emit('Kept', {});
@@ -208,16 +183,10 @@ describe(`transactions: a custom OutboxTransactionSource on ${DATABASE_LABEL.sql
 });
 
 describe("transactions option validation (SQLite (better-sqlite3))", () => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await createTestDatabase('sqlite');
-  });
-  afterAll(async () => {
-    await db?.drop();
-  });
+  const fx = useTestDatabase('sqlite');
 
   it("'cls' without ClsPluginTransactional fails at startup naming the fix", async () => {
-    const moduleRef = await createOutboxTestingModule({ db, outbox: { transactions: 'cls', publisher: { enabled: false } } });
+    const moduleRef = await createOutboxTestingModule({ db: fx.db, outbox: { transactions: 'cls', publisher: { enabled: false } } });
     const app = moduleRef.createNestApplication();
     try {
       const error = await app.init().then(() => undefined, (e: unknown) => e);

@@ -3,8 +3,8 @@ import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminu
 import request from 'supertest';
 import { DataSource } from 'typeorm';
 import { OutboxHealthIndicator, OutboxMessage, OutboxService } from '../src';
-import { createOutboxTestingModule } from './fixtures/outbox-app';
-import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
+import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
+import { useOutboxApp } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';
 
 /** The README's example, as an app would write it. */
@@ -32,28 +32,18 @@ const kinds: DatabaseKind[] = ['sqlite', 'postgres'];
 
 for (const kind of kinds) {
   describeWith(servicesOf(kind), `OutboxHealthIndicator in a @nestjs/terminus health check on ${DATABASE_LABEL[kind]}`, () => {
-    let db: TestDatabase;
+    const fx = useOutboxApp(kind, {
+      imports: [TerminusModule.forRoot({ logger: false })],
+      controllers: [HealthController],
+      outbox: { publisher: { enabled: false } },
+      logger: false,
+    });
     let app: INestApplication;
     let outbox: OutboxService;
     let ds: DataSource;
 
-    beforeAll(async () => {
-      db = await createTestDatabase(kind);
-      const moduleRef = await createOutboxTestingModule({
-        db,
-        imports: [TerminusModule.forRoot({ logger: false })],
-        controllers: [HealthController],
-        outbox: { publisher: { enabled: false } },
-      });
-      app = moduleRef.createNestApplication({ logger: false });
-      await app.init();
-      outbox = app.get(OutboxService);
-      ds = app.get(DataSource);
-    });
-
-    afterAll(async () => {
-      await app?.close();
-      await db?.drop();
+    beforeAll(() => {
+      ({ app, outbox, dataSource: ds } = fx);
     });
 
     beforeEach(() => ds.getRepository(OutboxMessage).clear());

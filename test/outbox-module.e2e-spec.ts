@@ -14,21 +14,16 @@ import {
   OutboxService,
   ResolvedOutboxOptions,
 } from '../src';
-import { createTestDatabase, TestDatabase } from './helpers/databases';
+import { useTestDatabase } from './helpers/e2e-fixture';
 
 /** Module wiring on SQLite: forRoot / forRootAsync variants, startup validation, scheduler registration. */
 describe('OutboxModule wiring (SQLite)', () => {
-  let db: TestDatabase;
-  beforeEach(async () => {
-    db = await createTestDatabase('sqlite');
-  });
-  afterEach(async () => {
-    await new Promise((resolve) => setTimeout(resolve, 100)); // let a DataSource of a failed boot finish connecting
-    await db.drop();
-  });
+  const fx = useTestDatabase('sqlite', { per: 'test' });
+  // Before the database is dropped: let a DataSource of a failed boot finish connecting.
+  beforeEach(() => fx.defer(() => new Promise((resolve) => setTimeout(resolve, 100))));
 
   const typeorm = (extra: object = {}) =>
-    TypeOrmModule.forRoot({ ...db.options, autoLoadEntities: true, synchronize: true, retryAttempts: 0, ...extra } as any);
+    TypeOrmModule.forRoot({ ...fx.db.options, autoLoadEntities: true, synchronize: true, retryAttempts: 0, ...extra } as any);
   const clients = ClientsModule.register([{ name: 'BROKER', transport: Transport.TCP, options: { port: 1 } }]);
 
   async function boot(imports: any[]) {
@@ -132,13 +127,13 @@ describe('OutboxModule wiring (SQLite)', () => {
 
   it('fails at startup when the DataSource does not know the OutboxMessage entity', async () => {
     await expect(
-      boot([TypeOrmModule.forRoot({ ...db.options, entities: [], synchronize: true, retryAttempts: 0 } as any), clients, OutboxModule.forRoot({ client: 'BROKER' })]),
+      boot([TypeOrmModule.forRoot({ ...fx.db.options, entities: [], synchronize: true, retryAttempts: 0 } as any), clients, OutboxModule.forRoot({ client: 'BROKER' })]),
     ).rejects.toThrow(/autoLoadEntities: true/);
   });
 
   it('uses a named DataSource when `dataSource` is given', async () => {
     const app = await boot([
-      TypeOrmModule.forRoot({ ...db.options, name: 'events', autoLoadEntities: true, synchronize: true, retryAttempts: 0 } as any),
+      TypeOrmModule.forRoot({ ...fx.db.options, name: 'events', autoLoadEntities: true, synchronize: true, retryAttempts: 0 } as any),
       clients,
       OutboxModule.forRoot({ client: 'BROKER', dataSource: 'events', publisher: { enabled: false } }),
     ]);

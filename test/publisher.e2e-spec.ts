@@ -1,11 +1,9 @@
-import type { INestApplication } from '@nestjs/common';
 import { Transport } from '@nestjs/microservices';
-import { DataSource } from 'typeorm';
-import { OutboxEnvelopeDeserializer, OutboxMessage, OutboxService } from '../src';
-import { createOutboxTestingModule } from './fixtures/outbox-app';
+import { OutboxEnvelopeDeserializer, OutboxMessage } from '../src';
 import { TestOrder } from './fixtures/order.entity';
 import { deleteQueue, rmqClientOptions, rmqConsumerOptions, startConsumer, uniqueQueue } from './helpers/consumers';
-import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
+import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
+import { useOutboxApp } from './helpers/e2e-fixture';
 import { freePort, waitFor } from './helpers/ports';
 import { describeWith } from './helpers/services';
 
@@ -13,28 +11,17 @@ const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
 
 for (const kind of kinds) {
   describeWith([...servicesOf(kind), 'rabbitmq'], `Publisher → RabbitMQ (RMQ transport) on ${DATABASE_LABEL[kind]}`, () => {
-    let db: TestDatabase;
-    let app: INestApplication;
     let consumer: Awaited<ReturnType<typeof startConsumer>>;
     const queue = uniqueQueue('outbox-pub');
-
-    beforeAll(async () => {
-      db = await createTestDatabase(kind);
+    const fx = useOutboxApp(kind, async ({ defer }) => {
+      defer(() => deleteQueue(queue));
       consumer = await startConsumer(['OrderPlaced'], rmqConsumerOptions(queue));
-      const moduleRef = await createOutboxTestingModule({ db, client: rmqClientOptions(queue) });
-      app = moduleRef.createNestApplication();
-      await app.init();
-    });
-
-    afterAll(async () => {
-      await app?.close();
-      await consumer?.close();
-      await db?.drop();
-      await deleteQueue(queue);
+      defer(() => consumer.close());
+      return { client: rmqClientOptions(queue) };
     });
 
     it('delivers pattern, payload and message id (AMQP messageId + x-message-id header, persistent) to a Nest consumer', async () => {
-      const outbox = app.get(OutboxService);
+      const { outbox } = fx;
       const id = await outbox.transaction(async (manager) => {
         const order = await manager.save(TestOrder, { reference: 'R-1', amount: 42 });
         return outbox.emit('OrderPlaced', { orderId: order.id, amount: 42 }, { headers: { tenant: 'acme' } });
@@ -49,7 +36,7 @@ for (const kind of kinds) {
       expect(properties.headers['x-message-id']).toBe(id);
       expect(properties.headers.tenant).toBe('acme');
       expect(properties.deliveryMode).toBe(2);
-      const ds = app.get(DataSource);
+      const ds = fx.dataSource;
       await waitFor(async () => (await ds.getRepository(OutboxMessage).findOneByOrFail({ messageId: id })).status === 'sent', 'the row to be marked sent');
       const row = await ds.getRepository(OutboxMessage).findOneByOrFail({ messageId: id });
       expect(row.sentAt).toBeInstanceOf(Date);
@@ -58,7 +45,7 @@ for (const kind of kinds) {
     });
 
     it('flush() publishes every due row and resolves with the count', async () => {
-      const outbox = app.get(OutboxService);
+      const { outbox } = fx;
       const before = consumer.received.length;
       const ids = await outbox.transaction(async () => Promise.all([1, 2, 3].map((n) => outbox.emit('OrderPlaced', { n }))));
       await outbox.flush();
@@ -69,30 +56,19 @@ for (const kind of kinds) {
 }
 
 describeWith([], `Publisher → TCP transport on ${DATABASE_LABEL.sqlite}`, () => {
-  let db: TestDatabase;
-  let app: INestApplication;
   let consumer: Awaited<ReturnType<typeof startConsumer>>;
-
-  beforeAll(async () => {
-    db = await createTestDatabase('sqlite');
+  const fx = useOutboxApp('sqlite', async ({ defer }) => {
     const port = await freePort();
     consumer = await startConsumer(['OrderPlaced'], {
       transport: Transport.TCP,
       options: { host: '127.0.0.1', port, deserializer: new OutboxEnvelopeDeserializer() },
     });
-    const moduleRef = await createOutboxTestingModule({ db, client: { transport: Transport.TCP, options: { host: '127.0.0.1', port } } as never });
-    app = moduleRef.createNestApplication();
-    await app.init();
-  });
-
-  afterAll(async () => {
-    await app?.close();
-    await consumer?.close();
-    await db?.drop();
+    defer(() => consumer.close());
+    return { client: { transport: Transport.TCP, options: { host: '127.0.0.1', port } } as never };
   });
 
   it('delivers pattern, the unwrapped payload and the message id (envelope + OutboxEnvelopeDeserializer)', async () => {
-    const outbox = app.get(OutboxService);
+    const { outbox } = fx;
     const id = await outbox.transaction(() => outbox.emit('OrderPlaced', { orderId: 7, items: ['a', 'b'] }));
     await waitFor(() => consumer.received.length >= 1, 'the TCP consumer to receive OrderPlaced');
     const [message] = consumer.received;

@@ -1,41 +1,29 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { OutboxCleanupRegistry, OutboxCleanupScheduler, OutboxMessage, OutboxModuleOptions, OutboxService } from '../src';
-import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { AmqpRecorder } from './helpers/amqp-recorder';
 import { rmqClientOptions, uniqueQueue } from './helpers/consumers';
-import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
+import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
+import { E2eFixture, useTestDatabase } from './helpers/e2e-fixture';
 import { waitFor } from './helpers/ports';
 import { describeWith } from './helpers/services';
 
-async function startApp(db: TestDatabase, queue: string, outbox: Omit<OutboxModuleOptions, 'client'>): Promise<INestApplication> {
-  const moduleRef = await createOutboxTestingModule({ db, client: rmqClientOptions(queue), outbox });
-  const app = moduleRef.createNestApplication();
-  app.useLogger(false);
-  await app.init();
-  return app;
+function startApp(fx: E2eFixture, queue: string, outbox: Omit<OutboxModuleOptions, 'client'>): Promise<INestApplication> {
+  return fx.start({ client: rmqClientOptions(queue), outbox, logger: false });
 }
 
 describeWith(['postgres', 'rabbitmq'], `Wake-up across replicas with LISTEN/NOTIFY on ${DATABASE_LABEL.postgres}`, () => {
-  let db: TestDatabase;
+  const fx = useTestDatabase('postgres');
   let writer: INestApplication;
-  let publisher: INestApplication;
   let recorder: AmqpRecorder;
   const queue = uniqueQueue('outbox-notify');
 
   beforeAll(async () => {
-    db = await createTestDatabase('postgres');
     recorder = await new AmqpRecorder(queue).start();
-    writer = await startApp(db, queue, { publisher: { enabled: false } });
+    fx.defer(() => recorder.stop());
+    writer = await startApp(fx, queue, { publisher: { enabled: false } });
     // Polls only once a minute: within this test only a notification can wake it.
-    publisher = await startApp(db, queue, { publisher: { pollingInterval: 60_000 } });
-  });
-
-  afterAll(async () => {
-    await publisher?.close();
-    await writer?.close();
-    await recorder?.stop();
-    await db?.drop();
+    await startApp(fx, queue, { publisher: { pollingInterval: 60_000 } });
   });
 
   it("a commit in one process wakes another process's publisher long before its next poll", async () => {
@@ -55,22 +43,17 @@ const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
 
 for (const kind of kinds) {
   describeWith([...servicesOf(kind), 'rabbitmq'], `Delayed messages and cleanup on ${DATABASE_LABEL[kind]}`, () => {
-    let db: TestDatabase;
+    const fx = useTestDatabase(kind);
     let recorder: AmqpRecorder;
     const queue = uniqueQueue('outbox-features');
 
     beforeAll(async () => {
-      db = await createTestDatabase(kind);
       recorder = await new AmqpRecorder(queue).start();
-    });
-
-    afterAll(async () => {
-      await recorder?.stop();
-      await db?.drop();
+      fx.defer(() => recorder.stop());
     });
 
     it('publishes a delayed message (delay / availableAt) only once it is due on the database clock', async () => {
-      const app = await startApp(db, queue, { publisher: { pollingInterval: 50 } });
+      const app = await startApp(fx, queue, { publisher: { pollingInterval: 50 } });
       try {
         const outbox = app.get(OutboxService);
         const [byDelay, byDate, now] = await outbox.transaction(async () => [
@@ -92,7 +75,7 @@ for (const kind of kinds) {
     });
 
     it('the scheduled cleanup deletes sent rows past retention in batches, keeps pending and dead rows, and runs registered tasks', async () => {
-      const app = await startApp(db, queue, { publisher: { pollingInterval: 50 }, cleanup: { retention: 60_000, batchSize: 2, enabled: false } });
+      const app = await startApp(fx, queue, { publisher: { pollingInterval: 50 }, cleanup: { retention: 60_000, batchSize: 2, enabled: false } });
       try {
         const outbox = app.get(OutboxService);
         const ds = app.get(DataSource);
@@ -120,7 +103,7 @@ for (const kind of kinds) {
     });
 
     it('with cleanup.deleteOnPublish, a published row is deleted instead of marked sent', async () => {
-      const app = await startApp(db, queue, { publisher: { pollingInterval: 50 }, cleanup: { deleteOnPublish: true } });
+      const app = await startApp(fx, queue, { publisher: { pollingInterval: 50 }, cleanup: { deleteOnPublish: true } });
       try {
         const outbox = app.get(OutboxService);
         const repo = app.get(DataSource).getRepository(OutboxMessage);

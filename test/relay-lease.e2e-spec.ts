@@ -1,10 +1,10 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { OutboxLeaseLostEvent, OutboxMessage, OutboxPublisher, OutboxService } from '../src';
-import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { AmqpRecorder } from './helpers/amqp-recorder';
 import { rmqClientOptions, uniqueQueue } from './helpers/consumers';
-import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
+import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
+import { useTestDatabase } from './helpers/e2e-fixture';
 import { waitFor } from './helpers/ports';
 import { describeWith } from './helpers/services';
 
@@ -27,31 +27,23 @@ const kinds: DatabaseKind[] = ['postgres', 'mariadb'];
 
 for (const kind of kinds) {
   describeWith([...servicesOf(kind), 'rabbitmq'], `Leases and fencing on ${DATABASE_LABEL[kind]} → RabbitMQ`, () => {
-    let db: TestDatabase;
+    const fx = useTestDatabase(kind);
     const apps: INestApplication[] = [];
     let recorder: AmqpRecorder;
     const queue = uniqueQueue('outbox-lease');
 
     beforeAll(async () => {
-      db = await createTestDatabase(kind);
       recorder = await new AmqpRecorder(queue).start();
+      fx.defer(() => recorder.stop());
       for (let i = 0; i < 2; i++) {
-        const moduleRef = await createOutboxTestingModule({
-          db,
-          client: rmqClientOptions(queue),
-          outbox: { publisher: { enabled: false, publishTimeout: 1000, leaseDuration: 4000 } },
-        });
-        const app = moduleRef.createNestApplication();
-        app.useLogger(false);
-        await app.init();
-        apps.push(app);
+        apps.push(
+          await fx.start({
+            client: rmqClientOptions(queue),
+            outbox: { publisher: { enabled: false, publishTimeout: 1000, leaseDuration: 4000 } },
+            logger: false,
+          }),
+        );
       }
-    });
-
-    afterAll(async () => {
-      for (const app of apps) await app.close();
-      await recorder?.stop();
-      await db?.drop();
     });
 
     it('fences the completion write of a publisher whose lease expired mid-publish, and reports the lost lease', async () => {

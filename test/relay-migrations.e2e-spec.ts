@@ -1,24 +1,20 @@
 import { DataSource } from 'typeorm';
 import { CreateOutboxTables1764374400000, OutboxKeyLock, OutboxMessage } from '../src';
-import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
+import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
+import { useTestDatabase } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';
 
 const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
 
 for (const kind of kinds) {
   describeWith(servicesOf(kind), `Outbox migration on ${DATABASE_LABEL[kind]}`, () => {
-    let db: TestDatabase;
+    const fx = useTestDatabase(kind);
     let ds: DataSource;
 
     beforeAll(async () => {
-      db = await createTestDatabase(kind);
-      ds = new DataSource({ ...db.options, entities: [OutboxMessage, OutboxKeyLock], migrations: [CreateOutboxTables1764374400000], logging: false } as never);
+      ds = new DataSource({ ...fx.db.options, entities: [OutboxMessage, OutboxKeyLock], migrations: [CreateOutboxTables1764374400000], logging: false } as never);
       await ds.initialize();
-    });
-
-    afterAll(async () => {
-      await ds?.destroy();
-      await db?.drop();
+      fx.defer(() => ds.destroy());
     });
 
     it('creates exactly the schema of the entities (nothing left for synchronize to change), and reverts', async () => {

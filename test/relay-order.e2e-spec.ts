@@ -1,31 +1,16 @@
-import type { INestApplication } from '@nestjs/common';
-import { DataSource } from 'typeorm';
-import { OutboxMessage, OutboxService } from '../src';
-import { createOutboxTestingModule } from './fixtures/outbox-app';
-import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
+import { OutboxMessage } from '../src';
+import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
+import { useOutboxApp } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';
 
 const kinds: DatabaseKind[] = ['postgres', 'mariadb'];
 
 for (const kind of kinds) {
   describeWith(servicesOf(kind), `Same-key writers are numbered in commit order on ${DATABASE_LABEL[kind]}`, () => {
-    let db: TestDatabase;
-    let app: INestApplication;
-
-    beforeAll(async () => {
-      db = await createTestDatabase(kind);
-      const moduleRef = await createOutboxTestingModule({ db, outbox: { publisher: { enabled: false } } });
-      app = moduleRef.createNestApplication();
-      await app.init();
-    });
-
-    afterAll(async () => {
-      await app?.close();
-      await db?.drop();
-    });
+    const fx = useOutboxApp(kind, { outbox: { publisher: { enabled: false } } });
 
     it('a second writer of the key waits for the first to commit, so its row comes after', async () => {
-      const outbox = app.get(OutboxService);
+      const { outbox } = fx;
       const events: string[] = [];
       let firstEmitted!: () => void;
       const emitted = new Promise<void>((resolve) => (firstEmitted = resolve));
@@ -51,7 +36,7 @@ for (const kind of kinds) {
       });
       await Promise.all([first, second, other]);
       expect(events).toEqual(['other key emitted', 'first commits', 'second emitted']);
-      const rows = await app.get(DataSource).getRepository(OutboxMessage).find({ where: { key: 'K' }, order: { seq: 'ASC' } });
+      const rows = await fx.dataSource.getRepository(OutboxMessage).find({ where: { key: 'K' }, order: { seq: 'ASC' } });
       expect(rows.map((r) => r.messageId)).toEqual(['first', 'second']);
     });
   });

@@ -1,10 +1,10 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { OutboxMessage, OutboxPublisher, OutboxService } from '../src';
-import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { AmqpRecorder } from './helpers/amqp-recorder';
 import { rmqClientOptions, uniqueQueue } from './helpers/consumers';
-import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
+import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
+import { useTestDatabase } from './helpers/e2e-fixture';
 import { waitFor } from './helpers/ports';
 import { describeWith } from './helpers/services';
 
@@ -21,32 +21,24 @@ const kinds: DatabaseKind[] = ['postgres', 'mariadb'];
 
 for (const kind of kinds) {
   describeWith([...servicesOf(kind), 'rabbitmq'], `Three publishers, one outbox on ${DATABASE_LABEL[kind]} → RabbitMQ`, () => {
-    let db: TestDatabase;
+    const fx = useTestDatabase(kind);
     const apps: INestApplication[] = [];
     let recorder: AmqpRecorder;
     const queue = uniqueQueue('outbox-replicas');
 
     beforeAll(async () => {
-      db = await createTestDatabase(kind);
       recorder = await new AmqpRecorder(queue).start();
+      fx.defer(() => recorder.stop());
       // The writer only writes; three replicas publish (each app has its own DataSource and connection pool).
       for (let i = 0; i < 4; i++) {
-        const moduleRef = await createOutboxTestingModule({
-          db,
-          client: rmqClientOptions(queue),
-          outbox: { publisher: { enabled: i > 0, pollingInterval: 250 } },
-        });
-        const app = moduleRef.createNestApplication();
-        app.useLogger(['error']);
-        await app.init();
-        apps.push(app);
+        apps.push(
+          await fx.start({
+            client: rmqClientOptions(queue),
+            outbox: { publisher: { enabled: i > 0, pollingInterval: 250 } },
+            logger: ['error'],
+          }),
+        );
       }
-    });
-
-    afterAll(async () => {
-      for (const app of apps.reverse()) await app.close();
-      await recorder?.stop();
-      await db?.drop();
     });
 
     it(`publishes ${TOTAL} messages exactly once, each key in commit order`, async () => {

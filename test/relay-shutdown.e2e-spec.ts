@@ -1,10 +1,10 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource, IsNull, Not } from 'typeorm';
 import { OutboxMessage, OutboxService } from '../src';
-import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { AmqpRecorder } from './helpers/amqp-recorder';
 import { rmqClientOptions, uniqueQueue } from './helpers/consumers';
-import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
+import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
+import { useTestDatabase } from './helpers/e2e-fixture';
 import { waitFor } from './helpers/ports';
 import { describeWith } from './helpers/services';
 
@@ -15,25 +15,14 @@ const kinds: DatabaseKind[] = ['postgres', 'sqlite'];
 
 for (const kind of kinds) {
   describeWith([...servicesOf(kind), 'rabbitmq'], `Graceful shutdown with a batch in flight on ${DATABASE_LABEL[kind]} → RabbitMQ`, () => {
-    let db: TestDatabase;
+    const fx = useTestDatabase(kind);
     let recorder: AmqpRecorder;
     const queue = uniqueQueue('outbox-shutdown');
-    const start = async () => {
-      const moduleRef = await createOutboxTestingModule({ db, client: rmqClientOptions(queue), outbox: { publisher: { pollingInterval: 50 } } });
-      const app = moduleRef.createNestApplication();
-      app.useLogger(false);
-      await app.init();
-      return app;
-    };
+    const start = () => fx.start({ client: rmqClientOptions(queue), outbox: { publisher: { pollingInterval: 50 } }, logger: false });
 
     beforeAll(async () => {
-      db = await createTestDatabase(kind);
       recorder = await new AmqpRecorder(queue).start();
-    });
-
-    afterAll(async () => {
-      await recorder?.stop();
-      await db?.drop();
+      fx.defer(() => recorder.stop());
     });
 
     it('settles in-flight publishes and releases unstarted claims before the client closes; a restart delivers the rest in order', async () => {

@@ -1,14 +1,12 @@
-import { CanActivate, Controller, ExecutionContext, INestApplication, Injectable, Module, UseGuards } from '@nestjs/common';
-import { ClientProxy, ClientsModule, EventPattern, MicroserviceOptions, Payload, ReadPacket, Transport, WritePacket } from '@nestjs/microservices';
-import { ScheduleModule } from '@nestjs/schedule';
-import { Test, TestingModuleBuilder } from '@nestjs/testing';
-import { TypeOrmModule } from '@nestjs/typeorm';
+import { CanActivate, Controller, ExecutionContext, INestApplication, Injectable, UseGuards } from '@nestjs/common';
+import { ClientProxy, EventPattern, MicroserviceOptions, Payload, ReadPacket, Transport, WritePacket } from '@nestjs/microservices';
+import { TestingModuleBuilder } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
-import { getOutboxMessageId, Idempotent, OutboxEnvelopeDeserializer, OutboxModule, OutboxService } from '../src';
+import { getOutboxMessageId, Idempotent, OutboxEnvelopeDeserializer, OutboxService } from '../src';
 import { deliverEveryMessageTwice, flushOutbox } from '../src/testing';
-import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
-import { createTestDatabase, DATABASE_LABEL, TestDatabase } from './helpers/databases';
+import { DATABASE_LABEL } from './helpers/databases';
+import { E2eFixture, useTestDatabase } from './helpers/e2e-fixture';
 import { freePort, waitFor } from './helpers/ports';
 
 /** Every delivery that reaches a consumer (guards run before interceptors, so duplicates are counted too). */
@@ -58,48 +56,38 @@ class SlowBroker extends ClientProxy {
   }
 }
 
-async function startApp(db: TestDatabase, adjust: (builder: TestingModuleBuilder) => TestingModuleBuilder = (b) => b) {
+/** An app that consumes its own messages over TCP (a microservice connected to the same app). */
+async function startApp(fx: E2eFixture, adjust?: (builder: TestingModuleBuilder) => TestingModuleBuilder) {
   const port = await freePort();
-  @Module({
-    imports: [
-      TypeOrmModule.forRoot({ ...db.options, entities: [TestOrder], autoLoadEntities: true, synchronize: true } as any),
-      ClientsModule.register([{ name: 'BROKER', transport: Transport.TCP, options: { host: '127.0.0.1', port } }]),
-      ScheduleModule.forRoot(),
-      OutboxModule.forRoot({ client: 'BROKER', publisher: { enabled: false } }),
-    ],
+  return fx.start({
+    client: { transport: Transport.TCP, options: { host: '127.0.0.1', port } } as never,
+    outbox: { publisher: { enabled: false } },
     controllers: [Consumers],
     providers: [CountArrivals],
-  })
-  class AppModule {}
-  const moduleRef = await adjust(Test.createTestingModule({ imports: [AppModule] })).compile();
-  const app = moduleRef.createNestApplication({ logger: false });
-  app.connectMicroservice<MicroserviceOptions>({
-    transport: Transport.TCP,
-    options: { host: '127.0.0.1', port, deserializer: new OutboxEnvelopeDeserializer() },
+    adjust,
+    logger: false,
+    beforeInit: async (app) => {
+      app.connectMicroservice<MicroserviceOptions>({
+        transport: Transport.TCP,
+        options: { host: '127.0.0.1', port, deserializer: new OutboxEnvelopeDeserializer() },
+      });
+      await app.startAllMicroservices();
+    },
   });
-  await app.startAllMicroservices();
-  await app.init();
-  return app;
 }
 
 describe(`nestjs-outbox/testing (TCP, ${DATABASE_LABEL.sqlite})`, () => {
-  let db: TestDatabase;
+  const fx = useTestDatabase('sqlite', { per: 'test' });
   let app: INestApplication | undefined;
 
-  beforeEach(async () => {
-    db = await createTestDatabase('sqlite');
+  beforeEach(() => {
+    app = undefined;
     arrivals.length = 0;
     Consumers.naiveEffects = 0;
   });
 
-  afterEach(async () => {
-    await app?.close();
-    app = undefined;
-    await db?.drop();
-  });
-
   it('flushOutbox() publishes what the test wrote, now, and resolves with the count', async () => {
-    app = await startApp(db);
+    app = await startApp(fx);
     const outbox = app.get(OutboxService);
     const id = await outbox.transaction(() => outbox.emit('Deposit', { amount: 5 }));
     expect(await flushOutbox(app)).toBe(1);
@@ -109,13 +97,11 @@ describe(`nestjs-outbox/testing (TCP, ${DATABASE_LABEL.sqlite})`, () => {
   });
 
   it('flushOutbox() with the publisher enabled also waits for a batch its own loop has in flight', async () => {
-    const slow = await createOutboxTestingModule({
-      db,
+    app = await fx.start({
       client: { customClass: SlowBroker, options: {} } as any,
       outbox: { transport: 'tcp', publisher: { enabled: true, pollingInterval: 60_000 } },
+      logger: false,
     });
-    app = slow.createNestApplication({ logger: false });
-    await app.init();
     const outbox = app.get(OutboxService);
     await outbox.transaction(() => outbox.emit('Slow', {})); // the commit wakes the publisher's own loop
     await waitFor(async () => (await outbox.stats()).inFlight === 1, "the publisher's loop to claim the row");
@@ -125,7 +111,7 @@ describe(`nestjs-outbox/testing (TCP, ${DATABASE_LABEL.sqlite})`, () => {
   });
 
   it('deliverEveryMessageTwice(): every message arrives twice with one id; the idempotent consumer applies it once, the naive one twice', async () => {
-    app = await startApp(db, deliverEveryMessageTwice);
+    app = await startApp(fx, deliverEveryMessageTwice);
     const outbox = app.get(OutboxService);
     const [deposit, ping] = await outbox.transaction(async () => [
       await outbox.emit('Deposit', { amount: 7 }),

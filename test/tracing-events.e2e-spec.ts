@@ -3,8 +3,8 @@ import { ClientProxy, ReadPacket, WritePacket } from '@nestjs/microservices';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { DataSource } from 'typeorm';
 import { OUTBOX_CHANNELS, OutboxMessage, OutboxNonRetryableError, OutboxPublisher, OutboxService } from '../src';
-import { createOutboxTestingModule } from './fixtures/outbox-app';
-import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
+import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
+import { useOutboxApp } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';
 
 /**
@@ -41,30 +41,21 @@ const kinds: DatabaseKind[] = ['sqlite', 'postgres'];
 
 for (const kind of kinds) {
   describeWith(servicesOf(kind), `publisher events on node:diagnostics_channel on ${DATABASE_LABEL[kind]}`, () => {
-    let db: TestDatabase;
     let app: INestApplication;
     let outbox: OutboxService;
     const seen: Array<{ channel: string; event: any }> = [];
     const listeners = Object.values(OUTBOX_CHANNELS).map((name) => [name, (event: unknown) => seen.push({ channel: name, event })] as const);
-
-    beforeAll(async () => {
-      db = await createTestDatabase(kind);
-      const moduleRef = await createOutboxTestingModule({
-        db,
-        client: { customClass: ScriptedClient, options: {} } as any,
-        outbox: { transport: 'tcp', publisher: { enabled: false }, retry: { maxAttempts: 3, initialDelay: 60_000 } },
-      });
-      app = moduleRef.createNestApplication({ logger: false });
-      await app.init();
-      app.get<ScriptedClient>('BROKER').dataSource = app.get(DataSource);
-      outbox = app.get(OutboxService);
-      for (const [name, listener] of listeners) subscribe(name, listener);
+    const fx = useOutboxApp(kind, {
+      client: { customClass: ScriptedClient, options: {} } as any,
+      outbox: { transport: 'tcp', publisher: { enabled: false }, retry: { maxAttempts: 3, initialDelay: 60_000 } },
+      logger: false,
     });
 
-    afterAll(async () => {
-      for (const [name, listener] of listeners) unsubscribe(name, listener);
-      await app?.close();
-      await db?.drop();
+    beforeAll(() => {
+      ({ app, outbox } = fx);
+      app.get<ScriptedClient>('BROKER').dataSource = fx.dataSource;
+      for (const [name, listener] of listeners) subscribe(name, listener);
+      fx.defer(() => listeners.forEach(([name, listener]) => unsubscribe(name, listener)));
     });
 
     beforeEach(async () => {

@@ -1,15 +1,14 @@
-import { Controller, INestApplication, INestMicroservice, Module, UseInterceptors } from '@nestjs/common';
+import { Controller, INestMicroservice, Module, UseInterceptors } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Ctx, EventPattern, MicroserviceOptions, Payload, RmqContext, Transport } from '@nestjs/microservices';
 import { context, propagation, SpanKind, trace } from '@opentelemetry/api';
 import { AsyncHooksContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { DataSource } from 'typeorm';
-import { getOutboxMessageId, OutboxEnvelopeDeserializer, OutboxMessage, OutboxService, OutboxTraceInterceptor } from '../src';
-import { createOutboxTestingModule } from './fixtures/outbox-app';
+import { getOutboxMessageId, OutboxEnvelopeDeserializer, OutboxMessage, OutboxTraceInterceptor } from '../src';
 import { deleteQueue, rmqClientOptions, rmqConsumerOptions, uniqueQueue } from './helpers/consumers';
-import { createTestDatabase, DATABASE_LABEL, DatabaseKind, TestDatabase } from './helpers/databases';
+import { DATABASE_LABEL, DatabaseKind } from './helpers/databases';
+import { useOutboxApp } from './helpers/e2e-fixture';
 import { freePort, waitFor } from './helpers/ports';
 import { describeWith } from './helpers/services';
 
@@ -55,15 +54,12 @@ const setups: Array<{ name: string; kind: DatabaseKind; services: ('postgres' | 
 
 for (const setup of setups) {
   describeWith(setup.services, `OpenTelemetry trace context: request → outbox → ${setup.name} → consumer, on ${DATABASE_LABEL[setup.kind]}`, () => {
-    let db: TestDatabase;
-    let app: INestApplication;
     let consumer: Awaited<ReturnType<typeof startTracedConsumer>>;
     const queue = uniqueQueue('outbox-trace');
-
-    beforeAll(async () => {
-      db = await createTestDatabase(setup.kind);
+    const fx = useOutboxApp(setup.kind, async ({ defer }) => {
       let client;
       if (setup.kind === 'postgres') {
+        defer(() => deleteQueue(queue));
         consumer = await startTracedConsumer(rmqConsumerOptions(queue));
         client = rmqClientOptions(queue);
       } else {
@@ -74,22 +70,14 @@ for (const setup of setups) {
         });
         client = { transport: Transport.TCP, options: { host: '127.0.0.1', port } };
       }
-      const moduleRef = await createOutboxTestingModule({ db, client: client as any });
-      app = moduleRef.createNestApplication({ logger: false });
-      await app.init();
-    });
-
-    afterAll(async () => {
-      await app?.close();
-      await consumer?.app.close();
-      await db?.drop();
-      if (setup.kind === 'postgres') await deleteQueue(queue);
+      defer(() => consumer.app.close());
+      return { client: client as any, logger: false };
     });
 
     beforeEach(() => exporter.reset());
 
     it('stores the active trace context at emit(), sends it, and runs the handler in a consumer span of that trace', async () => {
-      const outbox = app.get(OutboxService);
+      const { outbox } = fx;
       const request = tracer.startSpan('POST /orders', { kind: SpanKind.SERVER });
       const id = await context.with(trace.setSpan(context.active(), request), () =>
         outbox.transaction(() => outbox.emit('OrderPlaced', { orderId: 1 }, { headers: { tenant: 'acme' } })),
@@ -97,7 +85,7 @@ for (const setup of setups) {
       request.end();
       const { traceId, spanId } = request.spanContext();
 
-      const row = await app.get(DataSource).getRepository(OutboxMessage).findOneByOrFail({ messageId: id });
+      const row = await fx.dataSource.getRepository(OutboxMessage).findOneByOrFail({ messageId: id });
       expect(JSON.parse(row.headers!)).toEqual({ tenant: 'acme', traceparent: `00-${traceId}-${spanId}-01` });
 
       await waitFor(() => consumer.handled.some((h) => h.messageId === id), 'the consumer to handle OrderPlaced');
@@ -114,9 +102,9 @@ for (const setup of setups) {
     });
 
     it('stores no trace headers when no span is active, and the handler runs without a span', async () => {
-      const outbox = app.get(OutboxService);
+      const { outbox } = fx;
       const id = await outbox.transaction(() => outbox.emit('OrderPlaced', { orderId: 2 }));
-      const row = await app.get(DataSource).getRepository(OutboxMessage).findOneByOrFail({ messageId: id });
+      const row = await fx.dataSource.getRepository(OutboxMessage).findOneByOrFail({ messageId: id });
       expect(row.headers).toBeNull();
       await waitFor(() => consumer.handled.some((h) => h.messageId === id), 'the consumer to handle OrderPlaced');
       expect(consumer.handled.find((h) => h.messageId === id)!.traceId).toBeUndefined();

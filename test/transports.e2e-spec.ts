@@ -1,10 +1,9 @@
-import type { INestApplication } from '@nestjs/common';
 import { MicroserviceOptions, Transport } from '@nestjs/microservices';
 import { randomBytes } from 'node:crypto';
-import { OutboxEnvelopeDeserializer, OutboxService } from '../src';
-import { createOutboxTestingModule } from './fixtures/outbox-app';
+import { OutboxEnvelopeDeserializer } from '../src';
 import { deleteQueue, RABBITMQ_URL, rmqClientOptions, rmqConsumerOptions, startConsumer, uniqueQueue } from './helpers/consumers';
-import { createTestDatabase, DATABASE_LABEL, TestDatabase } from './helpers/databases';
+import { DATABASE_LABEL } from './helpers/databases';
+import { useOutboxApp } from './helpers/e2e-fixture';
 import { freePort, waitFor } from './helpers/ports';
 import { describeWith, SERVICES, ServiceName } from './helpers/services';
 
@@ -74,32 +73,18 @@ const cases: TransportCase[] = [
 
 for (const transport of cases) {
   describeWith(transport.services, `Message id round trip over ${transport.name} (outbox on ${DATABASE_LABEL.sqlite})`, () => {
-    let db: TestDatabase;
-    let app: INestApplication;
     let consumer: Awaited<ReturnType<typeof startConsumer>>;
-    let cleanup: (() => Promise<void>) | undefined;
     const pattern = `outbox.test.${randomBytes(4).toString('hex')}`;
-
-    beforeAll(async () => {
-      db = await createTestDatabase('sqlite');
+    const fx = useOutboxApp('sqlite', async ({ defer }) => {
       const setup = await transport.setup();
-      cleanup = setup.cleanup;
+      if (setup.cleanup) defer(setup.cleanup);
       consumer = await startConsumer([pattern], setup.consumer);
-      const moduleRef = await createOutboxTestingModule({ db, client: setup.client as never });
-      app = moduleRef.createNestApplication();
-      app.useLogger(false);
-      await app.init();
-    });
-
-    afterAll(async () => {
-      await app?.close();
-      await consumer?.close();
-      await cleanup?.();
-      await db?.drop();
+      defer(() => consumer.close());
+      return { client: setup.client as never, logger: false };
     });
 
     it('the consumer gets the payload and reads the message id with getOutboxMessageId()', async () => {
-      const outbox = app.get(OutboxService);
+      const { outbox } = fx;
       const id = await outbox.transaction(() => outbox.emit(pattern, { orderId: 9, total: 12.5 }, { headers: { tenant: 'acme' } }));
       await waitFor(() => consumer.received.length >= 1, `the ${transport.name} consumer to receive the message`);
       const [message] = consumer.received;

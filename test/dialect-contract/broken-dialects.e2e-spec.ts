@@ -1,0 +1,136 @@
+import type { EntityManager } from 'typeorm';
+import type { OutboxDialect } from '../../src/dialects/outbox-dialect';
+import { SqliteOutboxDialect } from '../../src/dialects/sqlite.dialect';
+import { DATABASE_LABEL } from '../helpers/databases';
+import { DialectSubject, useDialectSubject } from './contract-subject';
+import { DIALECT_CHECKS, failingChecks } from './dialect-contract';
+
+/** Rewrites the claimable-rows condition of the SQLite dialect, failing loudly when the text to change is gone. */
+function rewriteClaimable(edit: (where: string, now: string, q: (c: string) => string) => string) {
+  return class extends SqliteOutboxDialect {
+    protected claimableWhere(table: string, m = 'm'): string {
+      const where = super.claimableWhere(table, m);
+      const changed = edit(where, this.nowMs, (c) => `${m}.${this.quote(c)}`);
+      if (changed === where) throw new Error('The broken dialect no longer changes claimableWhere(): update this test');
+      return changed;
+    }
+  };
+}
+
+/** Claims rows that are not due yet. */
+const IgnoresDueTime = rewriteClaimable((where, now, c) => where.replace(`${c('available_at')} <= ${now} AND `, ''));
+
+/** Claims rows whose lease is still running. */
+const IgnoresLease = rewriteClaimable((where, now, c) =>
+  where.replace(`(${c('claimed_until')} IS NULL OR ${c('claimed_until')} < ${now})`, '1 = 1'),
+);
+
+/** Claims a key's rows behind an unsent head. */
+const IgnoresKeyOrder = rewriteClaimable((where) => where.slice(0, where.indexOf(' AND (m."ordering_key" IS NULL')));
+
+/** Marks rows sent whoever holds the claim (no fencing). */
+class MarkSentIgnoresOwner extends SqliteOutboxDialect {
+  async markSent(manager: EntityManager, table: string, _owner: string, seqs: readonly string[]): Promise<number> {
+    const owners: Array<{ owner: string }> = await manager.query(
+      `SELECT DISTINCT claimed_by AS owner FROM ${table} WHERE seq IN (${seqs.join(', ')}) AND claimed_by IS NOT NULL`,
+    );
+    let marked = 0;
+    for (const { owner } of owners) marked += await super.markSent(manager, table, owner, seqs);
+    return marked;
+  }
+}
+
+/** Gives claims back but keeps the attempt counted. */
+class ReleaseKeepsAttempt extends SqliteOutboxDialect {
+  async release(manager: EntityManager, table: string, owner: string, seqs: readonly string[]): Promise<number> {
+    const released = await super.release(manager, table, owner, seqs);
+    await manager.query(
+      `UPDATE ${table} SET attempts = attempts + 1 WHERE seq IN (${seqs.join(', ')}) AND claimed_by IS NULL`,
+    );
+    return released;
+  }
+}
+
+/** Deletes every expired sent row at once, whatever the limit. */
+class CleanupIgnoresLimit extends SqliteOutboxDialect {
+  deleteExpiredSent(manager: EntityManager, table: string, retentionMs: number): Promise<number> {
+    return super.deleteExpiredSent(manager, table, retentionMs, 1_000_000);
+  }
+}
+
+/** Counts dead rows as pending too. */
+class StatsMiscountsDead extends SqliteOutboxDialect {
+  async stats(manager: EntityManager, table: string) {
+    const stats = await super.stats(manager, table);
+    return { ...stats, pending: stats.pending + stats.dead };
+  }
+}
+
+/** Does not escape the quote character inside an identifier. */
+class QuoteWithoutEscaping extends SqliteOutboxDialect {
+  quote(identifier: string): string {
+    return `"${identifier}"`;
+  }
+}
+
+const check = (prefix: string) => {
+  const found = DIALECT_CHECKS.filter((c) => c.name.startsWith(prefix)).map((c) => c.name);
+  if (found.length !== 1) throw new Error(`No single contract check starts with "${prefix}"`);
+  return found[0];
+};
+
+/** Each broken dialect, and exactly the checks that must catch it. */
+const broken: Array<{ name: string; dialect: new () => OutboxDialect; caughtBy: string[] }> = [
+  {
+    // A retry's wait and a delayed row are due times too.
+    name: 'claim() ignores the due time',
+    dialect: IgnoresDueTime,
+    caughtBy: [
+      check('claim() takes only rows that are due'),
+      check("claim() keeps each key's order"),
+      check('markFailed()'),
+      check('requeueDead()'),
+    ],
+  },
+  {
+    // Rows claimed earlier in a check are claimed again.
+    name: 'claim() ignores the lease',
+    dialect: IgnoresLease,
+    caughtBy: [
+      check('claim() takes only rows that are due'),
+      check('claim() takes at most `limit` rows'),
+      check('claim() sets a lease'),
+      check("claim() keeps each key's order"),
+      check('requeueDead()'),
+    ],
+  },
+  {
+    name: "claim() ignores a key's order",
+    dialect: IgnoresKeyOrder,
+    caughtBy: [check("claim() keeps each key's order")],
+  },
+  { name: 'markSent() ignores the owner', dialect: MarkSentIgnoresOwner, caughtBy: [check('markSent()')] },
+  { name: 'release() keeps the attempt counted', dialect: ReleaseKeepsAttempt, caughtBy: [check('release()')] },
+  {
+    name: 'deleteExpiredSent() ignores the limit',
+    dialect: CleanupIgnoresLimit,
+    caughtBy: [check('deleteExpiredSent()')],
+  },
+  { name: 'stats() counts dead rows as pending', dialect: StatsMiscountsDead, caughtBy: [check('stats()')] },
+  { name: 'quote() does not escape', dialect: QuoteWithoutEscaping, caughtBy: [check('quote()')] },
+];
+
+describe(`The OutboxDialect contract catches broken dialects (on ${DATABASE_LABEL.sqlite})`, () => {
+  const subject = useDialectSubject('sqlite');
+  const withDialect = (dialect: OutboxDialect): DialectSubject => ({ ...subject(), dialect });
+
+  it('the correct SQLite dialect passes every check (the baseline the broken ones are compared with)', async () => {
+    expect(await failingChecks(withDialect(new SqliteOutboxDialect()))).toEqual([]);
+  });
+
+  it.each(broken)('a dialect whose $name fails exactly the checks that cover it', async ({ dialect, caughtBy }) => {
+    expect(await failingChecks(withDialect(new dialect()))).toEqual(
+      DIALECT_CHECKS.map((c) => c.name).filter((n) => caughtBy.includes(n)),
+    );
+  });
+});

@@ -1,0 +1,505 @@
+import { randomUUID } from 'node:crypto';
+import { In } from 'typeorm';
+import { OutboxMessage } from '../../src';
+import type { ClaimedOutboxRow, NewOutboxRow } from '../../src/dialects/outbox-dialect';
+import type { DialectSubject } from './contract-subject';
+
+/** One promise of the `OutboxDialect` interface, checked against a real database; throws when it is broken. */
+export interface DialectCheck {
+  name: string;
+  run(subject: DialectSubject): Promise<void>;
+}
+
+const LEASE = 60_000;
+
+/** Empties the outbox table, so every check starts from nothing. */
+async function reset({ dataSource }: DialectSubject): Promise<void> {
+  await dataSource.getRepository(OutboxMessage).clear();
+}
+
+/** Writes rows through the dialect under test, each a unique message id with the given fields. */
+async function insert(s: DialectSubject, ...rows: Array<Partial<NewOutboxRow> & { messageId: string }>): Promise<void> {
+  await s.dialect.insert(
+    s.dataSource.manager,
+    s.table,
+    rows.map((r) => ({ pattern: 'E', payload: '{}', headers: null, key: null, ...r })),
+  );
+}
+
+const claim = (s: DialectSubject, owner: string, limit = 100, leaseMs = LEASE): Promise<ClaimedOutboxRow[]> =>
+  s.dialect.claim(s.dataSource.manager, { table: s.table, owner, limit, leaseMs });
+
+const ids = (rows: readonly ClaimedOutboxRow[]) => rows.map((r) => r.messageId);
+
+const row = (s: DialectSubject, messageId: string) =>
+  s.dataSource.getRepository(OutboxMessage).findOneBy({ messageId });
+
+const update = (s: DialectSubject, messageIds: string[], changes: Partial<OutboxMessage>) =>
+  s.dataSource.getRepository(OutboxMessage).update({ messageId: In(messageIds) }, changes);
+
+/** The database clock in epoch ms, read through the dialect's `nowMs`. */
+async function dbNow(s: DialectSubject): Promise<number> {
+  const [record] = await s.dataSource.query(`SELECT ${s.dialect.nowMs} AS ${s.dialect.quote('now')}`);
+  return Number(record.now);
+}
+
+/** Unique message ids for one check: `a`, `b`, … get a shared random suffix. */
+function names<T extends string>(...labels: T[]): Record<T, string> {
+  const suffix = randomUUID().slice(0, 8);
+  return Object.fromEntries(labels.map((l) => [l, `${l}-${suffix}`])) as Record<T, string>;
+}
+
+/**
+ * The behaviour every `OutboxDialect` promises (src/dialects/outbox-dialect.ts), as named checks. The jest suite
+ * (`describeDialectContract`) turns each into a test per database; a spec runs them against broken dialects to
+ * prove each check can fail.
+ */
+export const DIALECT_CHECKS: readonly DialectCheck[] = [
+  {
+    name: 'quote() makes any identifier usable: reserved words and the quote character itself',
+    async run(s) {
+      const odd = 'we"ird`name';
+      const [record] = await s.dataSource.query(
+        `SELECT 1 AS ${s.dialect.quote('order')}, 2 AS ${s.dialect.quote(odd)}`,
+      );
+      expect(Number(record.order)).toBe(1);
+      expect(Number(record[odd])).toBe(2);
+    },
+  },
+  {
+    name: 'param(i) is the placeholder of the i-th parameter',
+    async run(s) {
+      const p = (i: number) => s.dialect.param(i);
+      const q = (c: string) => s.dialect.quote(c);
+      const [record] = await s.dataSource.query(`SELECT ${p(1)} AS ${q('a')}, ${p(2)} AS ${q('b')}`, [
+        'first',
+        'second',
+      ]);
+      expect([String(record.a), String(record.b)]).toEqual(['first', 'second']);
+    },
+  },
+  {
+    name: 'insert() then claim(): every field round-trips, in write order, with the attempt counted',
+    async run(s) {
+      await reset(s);
+      const n = names('a', 'b', 'c');
+      await insert(
+        s,
+        {
+          messageId: n.a,
+          pattern: 'OrderPlaced',
+          payload: '{"id":1,"text":"ünï ✓"}',
+          headers: '{"tenant":"acme"}',
+          key: 'k',
+        },
+        { messageId: n.b, pattern: 'Other', payload: '[]' },
+        { messageId: n.c, pattern: 'OrderPlaced', payload: '{"id":2}', key: 'k' },
+      );
+      const rows = await claim(s, randomUUID());
+      expect(rows).toEqual([
+        {
+          seq: expect.any(String),
+          messageId: n.a,
+          pattern: 'OrderPlaced',
+          payload: '{"id":1,"text":"ünï ✓"}',
+          headers: '{"tenant":"acme"}',
+          key: 'k',
+          attempts: 1,
+        },
+        {
+          seq: expect.any(String),
+          messageId: n.b,
+          pattern: 'Other',
+          payload: '[]',
+          headers: null,
+          key: null,
+          attempts: 1,
+        },
+        {
+          seq: expect.any(String),
+          messageId: n.c,
+          pattern: 'OrderPlaced',
+          payload: '{"id":2}',
+          headers: null,
+          key: 'k',
+          attempts: 1,
+        },
+      ]);
+      const seqs = rows.map((r) => BigInt(r.seq));
+      expect(seqs[0] < seqs[1] && seqs[1] < seqs[2]).toBe(true);
+    },
+  },
+  {
+    name: "insert() writes through the caller's transaction: a rollback leaves no row",
+    async run(s) {
+      await reset(s);
+      const n = names('kept', 'dropped');
+      await s.dataSource.transaction((tx) =>
+        s.dialect.insert(tx, s.table, [{ messageId: n.kept, pattern: 'E', payload: '{}', headers: null, key: 'k' }]),
+      );
+      const rolledBack = s.dataSource.transaction(async (tx) => {
+        await s.dialect.insert(tx, s.table, [
+          { messageId: n.dropped, pattern: 'E', payload: '{}', headers: null, key: 'k' },
+        ]);
+        throw new Error('roll back');
+      });
+      await expect(rolledBack).rejects.toThrow('roll back');
+      expect((await s.dataSource.getRepository(OutboxMessage).find()).map((r) => r.messageId)).toEqual([n.kept]);
+    },
+  },
+  {
+    name: 'insert() stamps created_at and available_at on the database clock; delay and availableAt set the due time',
+    async run(s) {
+      await reset(s);
+      const n = names('now', 'delayed', 'dated');
+      const before = await dbNow(s);
+      await insert(
+        s,
+        { messageId: n.now },
+        { messageId: n.delayed, delay: 60_000 },
+        { messageId: n.dated, availableAt: before + 120_000 },
+      );
+      const after = await dbNow(s);
+      const now = (await row(s, n.now))!;
+      expect(now.createdAt.getTime()).toBeGreaterThanOrEqual(before);
+      expect(now.createdAt.getTime()).toBeLessThanOrEqual(after);
+      expect(now.availableAt.getTime()).toBe(now.createdAt.getTime());
+      const delayed = (await row(s, n.delayed))!;
+      expect(delayed.availableAt.getTime()).toBe(delayed.createdAt.getTime() + 60_000);
+      expect((await row(s, n.dated))!.availableAt.getTime()).toBe(before + 120_000);
+      expect(now).toMatchObject({ status: 'pending', attempts: 0, claimedBy: null, claimedUntil: null, sentAt: null });
+    },
+  },
+  {
+    name: 'claim() takes only rows that are due on the database clock',
+    async run(s) {
+      await reset(s);
+      const n = names('due', 'delayed', 'future', 'past');
+      const now = await dbNow(s);
+      await insert(
+        s,
+        { messageId: n.due },
+        { messageId: n.delayed, delay: 60_000 },
+        { messageId: n.future, availableAt: now + 60_000 },
+        { messageId: n.past, availableAt: now - 60_000 },
+      );
+      expect(ids(await claim(s, randomUUID()))).toEqual([n.due, n.past]);
+      await update(s, [n.delayed], { availableAt: new Date(now - 1000) });
+      expect(ids(await claim(s, randomUUID()))).toEqual([n.delayed]);
+    },
+  },
+  {
+    name: 'claim() takes at most `limit` rows, the oldest first',
+    async run(s) {
+      await reset(s);
+      const n = names('a', 'b', 'c', 'd');
+      await insert(s, { messageId: n.a }, { messageId: n.b }, { messageId: n.c }, { messageId: n.d });
+      expect(ids(await claim(s, randomUUID(), 2))).toEqual([n.a, n.b]);
+      expect(ids(await claim(s, randomUUID(), 2))).toEqual([n.c, n.d]);
+    },
+  },
+  {
+    name: 'claim() sets a lease of leaseMs on the database clock; a leased row is claimable again only once it expired',
+    async run(s) {
+      await reset(s);
+      const n = names('a');
+      const [first, second] = [randomUUID(), randomUUID()];
+      await insert(s, { messageId: n.a });
+      const before = await dbNow(s);
+      expect(ids(await claim(s, first, 10, 30_000))).toEqual([n.a]);
+      const after = await dbNow(s);
+      const claimed = (await row(s, n.a))!;
+      expect(claimed.claimedBy).toBe(first);
+      expect(claimed.claimedUntil!.getTime()).toBeGreaterThanOrEqual(before + 30_000);
+      expect(claimed.claimedUntil!.getTime()).toBeLessThanOrEqual(after + 30_000);
+      expect(await claim(s, second)).toEqual([]);
+      await update(s, [n.a], { claimedUntil: new Date(before - 1000) });
+      expect(await claim(s, second)).toEqual([expect.objectContaining({ messageId: n.a, attempts: 2 })]);
+      expect((await row(s, n.a))!.claimedBy).toBe(second);
+    },
+  },
+  {
+    name: "claim() keeps each key's order: a key is claimed only as a prefix, blocked by an in-flight, retrying or dead head",
+    async run(s) {
+      await reset(s);
+      const n = names('k1', 'k2', 'k3', 'other', 'none');
+      await insert(s, { messageId: n.k1, key: 'k' }, { messageId: n.k2, key: 'k' }, { messageId: n.k3, key: 'k' });
+      await insert(s, { messageId: n.other, key: 'other' }, { messageId: n.none });
+      const a = randomUUID();
+      const [head] = await claim(s, a, 1);
+      expect(head.messageId).toBe(n.k1);
+      // The head is in flight: the rest of its key waits; other keys do not.
+      expect(ids(await claim(s, randomUUID()))).toEqual([n.other, n.none]);
+      // The head waits for a retry: its key still waits.
+      expect(
+        await s.dialect.markFailed(s.dataSource.manager, s.table, a, [
+          { seq: head.seq, error: 'no', retryDelay: 60_000, dead: false },
+        ]),
+      ).toBe(1);
+      expect(await claim(s, randomUUID())).toEqual([]);
+      // The head is dead: its key still waits, until the dead head is gone.
+      await update(s, [n.k1], { status: 'dead' });
+      expect(await claim(s, randomUUID())).toEqual([]);
+      expect(await s.dialect.purgeDead(s.dataSource.manager, s.table, [n.k1])).toBe(1);
+      expect(ids(await claim(s, randomUUID()))).toEqual([n.k2, n.k3]);
+    },
+  },
+  {
+    name: 'markSent() marks sent on the database clock and clears the claim, only for the owner (a wrong owner changes 0 rows)',
+    async run(s) {
+      await reset(s);
+      const n = names('a', 'b');
+      const owner = randomUUID();
+      await insert(s, { messageId: n.a }, { messageId: n.b });
+      const seqs = (await claim(s, owner)).map((r) => r.seq);
+      expect(await s.dialect.markSent(s.dataSource.manager, s.table, randomUUID(), seqs)).toBe(0);
+      expect(await row(s, n.a)).toMatchObject({ status: 'pending', claimedBy: owner, sentAt: null });
+      const before = await dbNow(s);
+      expect(await s.dialect.markSent(s.dataSource.manager, s.table, owner, seqs)).toBe(2);
+      const after = await dbNow(s);
+      for (const id of [n.a, n.b]) {
+        const sent = (await row(s, id))!;
+        expect(sent).toMatchObject({ status: 'sent', claimedBy: null, claimedUntil: null, attempts: 1 });
+        expect(sent.sentAt!.getTime()).toBeGreaterThanOrEqual(before);
+        expect(sent.sentAt!.getTime()).toBeLessThanOrEqual(after);
+      }
+      expect(await s.dialect.markSent(s.dataSource.manager, s.table, owner, [])).toBe(0);
+    },
+  },
+  {
+    name: 'markFailed() schedules a retry after retryDelay or marks dead, records the error, only for the owner',
+    async run(s) {
+      await reset(s);
+      const n = names('retry', 'dead');
+      const owner = randomUUID();
+      await insert(s, { messageId: n.retry }, { messageId: n.dead });
+      const [retry, dead] = await claim(s, owner);
+      const failures = [
+        { seq: retry.seq, error: 'broker said no', retryDelay: 60_000, dead: false },
+        { seq: dead.seq, error: 'poison', retryDelay: 0, dead: true },
+      ];
+      expect(await s.dialect.markFailed(s.dataSource.manager, s.table, randomUUID(), failures)).toBe(0);
+      expect(await row(s, n.retry)).toMatchObject({ status: 'pending', claimedBy: owner, lastError: null });
+      const before = await dbNow(s);
+      expect(await s.dialect.markFailed(s.dataSource.manager, s.table, owner, failures)).toBe(2);
+      const retried = (await row(s, n.retry))!;
+      expect(retried).toMatchObject({
+        status: 'pending',
+        lastError: 'broker said no',
+        claimedBy: null,
+        claimedUntil: null,
+        attempts: 1,
+      });
+      expect(retried.availableAt.getTime()).toBeGreaterThanOrEqual(before + 60_000);
+      expect(await row(s, n.dead)).toMatchObject({
+        status: 'dead',
+        lastError: 'poison',
+        claimedBy: null,
+        claimedUntil: null,
+      });
+      expect(await claim(s, randomUUID())).toEqual([]);
+    },
+  },
+  {
+    name: 'release() gives unstarted claims back: due at once, attempt uncounted, only for the owner',
+    async run(s) {
+      await reset(s);
+      const n = names('a');
+      const owner = randomUUID();
+      await insert(s, { messageId: n.a });
+      const seqs = (await claim(s, owner)).map((r) => r.seq);
+      expect(await s.dialect.release(s.dataSource.manager, s.table, randomUUID(), seqs)).toBe(0);
+      expect(await row(s, n.a)).toMatchObject({ claimedBy: owner, attempts: 1 });
+      expect(await s.dialect.release(s.dataSource.manager, s.table, owner, seqs)).toBe(1);
+      expect(await row(s, n.a)).toMatchObject({ status: 'pending', claimedBy: null, claimedUntil: null, attempts: 0 });
+      expect(await claim(s, randomUUID())).toEqual([expect.objectContaining({ messageId: n.a, attempts: 1 })]);
+    },
+  },
+  {
+    name: 'deleteSent() deletes published rows, only for the owner (a wrong owner deletes 0 rows)',
+    async run(s) {
+      await reset(s);
+      const n = names('a', 'b', 'untouched');
+      const owner = randomUUID();
+      await insert(s, { messageId: n.a }, { messageId: n.b });
+      const seqs = (await claim(s, owner)).map((r) => r.seq);
+      await insert(s, { messageId: n.untouched });
+      expect(await s.dialect.deleteSent(s.dataSource.manager, s.table, randomUUID(), seqs)).toBe(0);
+      expect(await s.dataSource.getRepository(OutboxMessage).count()).toBe(3);
+      expect(await s.dialect.deleteSent(s.dataSource.manager, s.table, owner, seqs)).toBe(2);
+      expect((await s.dataSource.getRepository(OutboxMessage).find()).map((r) => r.messageId)).toEqual([n.untouched]);
+    },
+  },
+  {
+    name: 'stats() counts pending, due, in-flight and dead rows and the age of the oldest pending row',
+    async run(s) {
+      await reset(s);
+      const stats = () => s.dialect.stats(s.dataSource.manager, s.table);
+      expect(await stats()).toEqual({ pending: 0, due: 0, inFlight: 0, dead: 0, oldestPendingAgeMs: 0 });
+      const n = names('claimed', 'due1', 'due2', 'later', 'dead', 'sent');
+      await insert(s, { messageId: n.claimed });
+      await claim(s, randomUUID());
+      await insert(s, { messageId: n.due1 }, { messageId: n.due2 }, { messageId: n.later, delay: 60_000 });
+      await insert(s, { messageId: n.dead }, { messageId: n.sent });
+      await update(s, [n.dead], { status: 'dead' });
+      await update(s, [n.sent], { status: 'sent', sentAt: new Date() });
+      const now = await dbNow(s);
+      await update(s, [n.due2], { createdAt: new Date(now - 120_000) });
+      const counted = await stats();
+      expect(counted).toMatchObject({ pending: 4, due: 2, inFlight: 1, dead: 1 });
+      expect(counted.oldestPendingAgeMs).toBeGreaterThanOrEqual(120_000);
+      expect(counted.oldestPendingAgeMs).toBeLessThan(3_600_000);
+    },
+  },
+  {
+    name: 'requeueDead() makes the selected dead rows (all when none given) pending and due, attempts reset',
+    async run(s) {
+      await reset(s);
+      const n = names('d1', 'd2', 'd3', 'pending');
+      await insert(
+        s,
+        { messageId: n.d1 },
+        { messageId: n.d2 },
+        { messageId: n.d3 },
+        { messageId: n.pending, delay: 60_000 },
+      );
+      await update(s, [n.d1, n.d2, n.d3], { status: 'dead', attempts: 5, lastError: 'poison' });
+      const requeue = (selection?: string[]) => s.dialect.requeueDead(s.dataSource.manager, s.table, selection);
+      expect(await requeue([])).toBe(0);
+      expect(await requeue([n.pending])).toBe(0);
+      expect(await requeue([n.d1])).toBe(1);
+      expect(await row(s, n.d1)).toMatchObject({ status: 'pending', attempts: 0, claimedBy: null });
+      expect(await row(s, n.d2)).toMatchObject({ status: 'dead', attempts: 5 });
+      expect(ids(await claim(s, randomUUID()))).toEqual([n.d1]);
+      expect(await requeue(undefined)).toBe(2);
+      expect(ids(await claim(s, randomUUID()))).toEqual([n.d2, n.d3]);
+      expect((await row(s, n.pending))!.status).toBe('pending');
+    },
+  },
+  {
+    name: 'purgeDead() deletes the selected dead rows (all when none given) and nothing else',
+    async run(s) {
+      await reset(s);
+      const n = names('d1', 'd2', 'd3', 'pending', 'sent');
+      await insert(
+        s,
+        { messageId: n.d1 },
+        { messageId: n.d2 },
+        { messageId: n.d3 },
+        { messageId: n.pending },
+        { messageId: n.sent },
+      );
+      await update(s, [n.d1, n.d2, n.d3], { status: 'dead' });
+      await update(s, [n.sent], { status: 'sent', sentAt: new Date() });
+      const purge = (selection?: string[]) => s.dialect.purgeDead(s.dataSource.manager, s.table, selection);
+      expect(await purge([])).toBe(0);
+      expect(await purge([n.pending, n.sent])).toBe(0);
+      expect(await purge([n.d1])).toBe(1);
+      expect(await row(s, n.d1)).toBeNull();
+      expect(await purge(undefined)).toBe(2);
+      const left = await s.dataSource.getRepository(OutboxMessage).find({ order: { seq: 'ASC' } });
+      expect(left.map((r) => r.messageId)).toEqual([n.pending, n.sent]);
+    },
+  },
+  {
+    name: 'deleteExpiredSent() deletes at most `limit` sent rows past retention, oldest first, and nothing else',
+    async run(s) {
+      await reset(s);
+      const n = names('old1', 'old2', 'old3', 'recent', 'pending', 'dead');
+      await insert(s, ...Object.values<string>(n).map((messageId) => ({ messageId })));
+      const now = await dbNow(s);
+      const hoursAgo = (h: number) => new Date(now - h * 3_600_000);
+      await update(s, [n.old1], { status: 'sent', sentAt: hoursAgo(3) });
+      await update(s, [n.old2], { status: 'sent', sentAt: hoursAgo(5) });
+      await update(s, [n.old3], { status: 'sent', sentAt: hoursAgo(4) });
+      await update(s, [n.recent], { status: 'sent', sentAt: new Date(now - 60_000) });
+      await update(s, [n.dead], { status: 'dead', sentAt: hoursAgo(5) });
+      await update(s, [n.pending], { sentAt: hoursAgo(5) });
+      const sweep = (retentionMs: number, limit: number) =>
+        s.dialect.deleteExpiredSent(s.dataSource.manager, s.table, retentionMs, limit);
+      expect(await sweep(6 * 3_600_000, 10)).toBe(0);
+      expect(await sweep(3_600_000, 2)).toBe(2);
+      expect(await row(s, n.old2)).toBeNull();
+      expect(await row(s, n.old3)).toBeNull();
+      expect(await sweep(3_600_000, 2)).toBe(1);
+      expect(await sweep(3_600_000, 2)).toBe(0);
+      const left = await s.dataSource.getRepository(OutboxMessage).find({ order: { seq: 'ASC' } });
+      expect(left.map((r) => r.messageId)).toEqual([n.recent, n.pending, n.dead]);
+    },
+  },
+  {
+    name: 'prepare() is idempotent, and keyed inserts work after it',
+    async run(s) {
+      await reset(s);
+      await s.dialect.prepare(s.dataSource.manager, s.table);
+      await s.dialect.prepare(s.dataSource.manager, s.table);
+      const n = names('a', 'b');
+      await s.dataSource.transaction((tx) =>
+        s.dialect.insert(tx, s.table, [
+          { messageId: n.a, pattern: 'E', payload: '{}', headers: null, key: 'k-1' },
+          { messageId: n.b, pattern: 'E', payload: '{}', headers: null, key: 'k-2' },
+        ]),
+      );
+      expect(ids(await claim(s, randomUUID()))).toEqual([n.a, n.b]);
+    },
+  },
+  {
+    name: 'isUniqueViolation() recognizes a duplicate message id (and its index) and nothing else',
+    async run(s) {
+      await reset(s);
+      const n = names('a');
+      await insert(s, { messageId: n.a });
+      const duplicate = await insert(s, { messageId: n.a }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(duplicate).toBeDefined();
+      expect(s.dialect.isUniqueViolation(duplicate)).toBe(true);
+      // The library names an index by name, table and columns (UniqueIndexRef): SQLite's error names only the
+      // columns, so a bare index name (what the interface's signature declares) cannot be matched there.
+      const index = { name: 'UQ_outbox_messages_message_id', table: s.table, columns: ['message_id'] };
+      const otherIndex = { name: 'UQ_outbox_messages_pattern', table: s.table, columns: ['pattern'] };
+      expect(s.dialect.isUniqueViolation(duplicate, index as never)).toBe(true);
+      expect(s.dialect.isUniqueViolation(duplicate, otherIndex as never)).toBe(false);
+      const other = await s.dataSource.query('SELECT * FROM no_such_table_here').then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(other).toBeDefined();
+      expect(s.dialect.isUniqueViolation(other)).toBe(false);
+      expect(s.dialect.isUniqueViolation(new Error('duplicate key'))).toBe(false);
+    },
+  },
+  {
+    name: 'dispose() is idempotent, and the dialect still works on the DataSource afterwards',
+    async run(s) {
+      await reset(s);
+      await s.dialect.dispose(s.dataSource);
+      await s.dialect.dispose(s.dataSource);
+      const n = names('a');
+      const owner = randomUUID();
+      await insert(s, { messageId: n.a });
+      const seqs = (await claim(s, owner)).map((r) => r.seq);
+      expect(await s.dialect.markSent(s.dataSource.manager, s.table, owner, seqs)).toBe(1);
+    },
+  },
+];
+
+/** Runs every check of the contract as a jest test against the subject `getSubject` returns at run time. */
+export function dialectContract(getSubject: () => DialectSubject): void {
+  for (const check of DIALECT_CHECKS) {
+    it(check.name, () => check.run(getSubject()));
+  }
+}
+
+/** Runs the checks against `subject` and resolves with the names of those that failed. */
+export async function failingChecks(
+  subject: DialectSubject,
+  checks: readonly DialectCheck[] = DIALECT_CHECKS,
+): Promise<string[]> {
+  const failed: string[] = [];
+  for (const check of checks) {
+    await check.run(subject).catch(() => failed.push(check.name));
+  }
+  return failed;
+}
