@@ -1,6 +1,6 @@
 import type { InjectionToken } from '@nestjs/common';
 import type { IdempotencyDefaults, ResolvedIdempotencyDefaults } from './idempotency/idempotency.options';
-import type { OutboxTransactionSource } from './transaction/transaction-source';
+import type { OutboxTransactionSource } from './transaction/transaction.types';
 
 /** Transports the publisher knows how to stamp with a message id. `auto` picks one from the client's class. */
 export type OutboxTransportName = 'rmq' | 'tcp' | 'nats' | 'mqtt' | 'redis' | 'kafka';

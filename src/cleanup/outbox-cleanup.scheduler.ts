@@ -3,7 +3,7 @@ import { SchedulerRegistry } from '@nestjs/schedule';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { OutboxDatabase } from '../outbox/outbox-database';
-import { SerialQueue } from '../transaction/serial-queue';
+import { SerialQueue } from '../util/serial-queue';
 import { outsideTransactionContext } from '../transaction/transaction-context';
 import { OutboxCleanupRegistry } from './outbox-cleanup.registry';
 import { OutboxRetentionTask } from './outbox-retention.task';

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { DataSource, EntityManager } from 'typeorm';
 import type { OutboxDialect } from '../dialects/outbox-dialect';
 import type { SqlOutboxDialect } from '../dialects/sql-dialect.base';
-import type { OutboxTransactionContext } from '../transaction/transaction-context';
+import type { OutboxTransactionContext } from '../transaction/transaction.types';
 import { IDEMPOTENCY_UNIQUE_CONSTRAINT } from './idempotency-record.entity';
 
 /** A completed record as read back for a replay. */

@@ -11,7 +11,7 @@ import { IdempotencyRecord } from './idempotency-record.entity';
 import type { IdempotencyBegin, IdempotencyStore, IdempotencyStoreConfig } from './idempotency-store';
 import { beginJoined } from './joined-attempt';
 import { loadClassTransformer } from './class-transformer.loader';
-import { transactionSourceOf } from '../transaction/transaction-source';
+import { transactionSourceOf } from '../transaction/transaction-source.registry';
 import { DEFAULT_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyDefaults } from './idempotency.options';
 
 /** Name of the cleanup task that deletes expired records. */

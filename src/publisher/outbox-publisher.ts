@@ -18,7 +18,7 @@ import { OutboxConfigurationError, OutboxNonRetryableError, OutboxPublishTimeout
 import { OUTBOX_OPTIONS, OUTBOX_PUBLISHER_JOB } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { OutboxDatabase } from '../outbox/outbox-database';
-import { SerialQueue } from '../transaction/serial-queue';
+import { SerialQueue } from '../util/serial-queue';
 import { outsideTransactionContext } from '../transaction/transaction-context';
 import { runOnConnection } from '../transaction/transaction-runner';
 import { dispatchEvent } from '../transports/dispatch';

@@ -1,9 +1,8 @@
 import type { ModuleRef } from '@nestjs/core';
 import type { DataSource, EntityManager } from 'typeorm';
 import { OutboxConfigurationError } from '../errors';
-import type { OutboxTransactionContext } from './transaction-context';
-import { OutboxTransactionOptions, runAfterCommit, takeTurn } from './transaction-runner';
-import type { OutboxTransactionSource } from './transaction-source';
+import { runAfterCommit, takeTurn } from './transaction-runner';
+import type { OutboxTransactionContext, OutboxTransactionOptions, OutboxTransactionSource } from './transaction.types';
 
 /** The part of `@nestjs-cls/transactional`'s `TransactionHost` (TypeORM adapter) this source uses. */
 interface TransactionHostLike {

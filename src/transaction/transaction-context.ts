@@ -1,14 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { DataSource, EntityManager } from 'typeorm';
-import { currentFromPluggedSources, transactionSourceOf } from './transaction-source';
-
-/** What the ambient transaction carries: its DataSource, its EntityManager, and work to run after commit. */
-export interface OutboxTransactionContext {
-  readonly dataSource: DataSource;
-  readonly manager: EntityManager;
-  /** Callbacks run once the transaction has committed (never after a rollback). */
-  readonly afterCommit: Array<() => void>;
-}
+import type { DataSource } from 'typeorm';
+import { currentFromPluggedSources, transactionSourceOf } from './transaction-source.registry';
+import type { OutboxTransactionContext } from './transaction.types';
 
 const storage = new AsyncLocalStorage<OutboxTransactionContext>();
 

@@ -1,16 +1,10 @@
 import { Logger } from '@nestjs/common';
 import type { DataSource, EntityManager } from 'typeorm';
-import type { IsolationLevel } from 'typeorm/driver/types/IsolationLevel';
-import { SerialQueue } from './serial-queue';
-import { currentTransaction, OutboxTransactionContext, runInTransactionContext } from './transaction-context';
+import { SerialQueue } from '../util/serial-queue';
+import { currentTransaction, runInTransactionContext } from './transaction-context';
 import { describeError } from '../util/describe-error';
-import { transactionSourceOf } from './transaction-source';
-
-/** Options of one transaction. */
-export interface OutboxTransactionOptions {
-  /** Isolation level of a new transaction (ignored when joining an outer one). @default the database's default */
-  isolationLevel?: IsolationLevel;
-}
+import { transactionSourceOf } from './transaction-source.registry';
+import type { OutboxTransactionContext, OutboxTransactionOptions } from './transaction.types';
 
 const queues = new WeakMap<DataSource, SerialQueue>();
 const logger = new Logger('OutboxTransaction');

@@ -4,7 +4,8 @@ import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { OutboxDatabase } from '../outbox/outbox-database';
 import { ClsTransactionSource } from './cls-transaction-source';
-import { OutboxTransactionSource, releaseTransactionSource, useTransactionSource } from './transaction-source';
+import { releaseTransactionSource, useTransactionSource } from './transaction-source.registry';
+import type { OutboxTransactionSource } from './transaction.types';
 
 /** Plugs the configured transaction source (`transactions` option) in for the outbox's DataSource at startup. */
 @Injectable()
