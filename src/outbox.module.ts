@@ -1,8 +1,8 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
-import { OutboxCleanupRegistry } from './cleanup/outbox-cleanup.registry';
+import { OutboxCleanupRegistry } from './scheduling/outbox-cleanup.registry';
 import { OutboxCleanupScheduler } from './cleanup/outbox-cleanup.scheduler';
-import { IdempotencyRecord } from './idempotency/idempotency-record.entity';
+import { IdempotencyRecord } from './schema/idempotency-record.entity';
 import { IdempotencyService } from './idempotency/idempotency.service';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from './outbox.constants';
 import {
@@ -13,11 +13,11 @@ import {
 } from './outbox.module-definition';
 import type { OutboxModuleOptions } from './outbox.options';
 import { resolveOutboxOptions } from './outbox.options-validation';
-import { OutboxDatabase } from './outbox/outbox-database';
+import { OutboxDatabase } from './dialects/outbox-database';
 import { OutboxSchemaCheck } from './outbox/outbox-schema.check';
 import { OutboxDeadLetters } from './outbox/outbox-dead-letters.service';
-import { OutboxKeyLock } from './outbox/outbox-key-lock.entity';
-import { OutboxMessage } from './outbox/outbox-message.entity';
+import { OutboxKeyLock } from './schema/outbox-key-lock.entity';
+import { OutboxMessage } from './schema/outbox-message.entity';
 import { OutboxService } from './outbox/outbox.service';
 import { OutboxPublisher } from './publisher/outbox-publisher';
 import { OutboxTransactionSourceRegistrar } from './transaction/transaction-source.provider';

@@ -1,8 +1,8 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { IDEMPOTENCY_CLEANUP_TASK, IdempotencyRecord, IdempotencyService } from '../src';
-import { OutboxCleanupRegistry } from '../src/cleanup/outbox-cleanup.registry';
-import { CreateIdempotencyKeys1764460800000 } from '../src/migrations/1764460800000-idempotency-keys';
+import { OutboxCleanupRegistry } from '../src/scheduling/outbox-cleanup.registry';
+import { CreateIdempotencyKeys1764460800000 } from '../src/schema/migrations/1764460800000-idempotency-keys';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
 import { describeWith } from './helpers/services';

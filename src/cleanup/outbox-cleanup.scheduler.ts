@@ -2,10 +2,10 @@ import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy, Op
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
-import { OutboxDatabase } from '../outbox/outbox-database';
+import { OutboxDatabase } from '../dialects/outbox-database';
 import { SerialQueue } from '../util/serial-queue';
 import { outsideTransactionContext } from '../transaction/transaction-context';
-import { OutboxCleanupRegistry } from './outbox-cleanup.registry';
+import { OutboxCleanupRegistry } from '../scheduling/outbox-cleanup.registry';
 import { OutboxRetentionTask } from './outbox-retention.task';
 import { describeError } from '../util/describe-error';
 import { stopRegisteredInterval } from '../scheduling/registered-interval';

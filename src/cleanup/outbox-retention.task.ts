@@ -1,6 +1,6 @@
-import type { OutboxDatabase } from '../outbox/outbox-database';
+import type { OutboxDatabase } from '../dialects/outbox-database';
 import { runOnConnection } from '../transaction/transaction-runner';
-import type { OutboxCleanupTask } from './outbox-cleanup.registry';
+import type { OutboxCleanupTask } from '../scheduling/outbox-cleanup.registry';
 
 /** Deletes sent outbox rows older than the retention, oldest first, in batches that skip rows others are deleting. */
 export class OutboxRetentionTask implements OutboxCleanupTask {

@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import { OutboxConfigurationError, OutboxInvalidMessageError } from '../errors';
-import { OUTBOX_KEY_LOCK_TABLE } from '../outbox/outbox-key-lock.entity';
+import { OUTBOX_KEY_LOCK_TABLE } from '../schema/outbox-key-lock.entity';
 import type { ClaimedOutboxRow, ClaimRequest, CompanionTable, NewOutboxRow } from './outbox-dialect';
 import { describeError } from '../util/describe-error';
 import { checkedSeq, SqlOutboxDialect } from './sql-dialect.base';

@@ -1,5 +1,5 @@
 import { channel, Channel } from 'node:diagnostics_channel';
-import type { OutboxPublisherEvents } from '../publisher/publisher-events';
+import type { OutboxPublisherEvents } from './publisher-events';
 
 /**
  * The publisher's events on `node:diagnostics_channel`, for metrics, logs and APM agents that subscribe without

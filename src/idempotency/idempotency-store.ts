@@ -3,7 +3,7 @@ import type { DataSource, EntityManager } from 'typeorm';
 import type { OutboxDialect } from '../dialects/outbox-dialect';
 import type { SqlOutboxDialect } from '../dialects/sql-dialect.base';
 import type { OutboxTransactionContext } from '../transaction/transaction.types';
-import { IDEMPOTENCY_UNIQUE_CONSTRAINT } from './idempotency-record.entity';
+import { IDEMPOTENCY_UNIQUE_CONSTRAINT } from '../schema/idempotency-record.entity';
 
 /** A completed record as read back for a replay. */
 export interface StoredIdempotencyRecord {

@@ -1,13 +1,13 @@
 import { Inject, Injectable, OnModuleInit, Optional } from '@nestjs/common';
-import { OutboxCleanupRegistry } from '../cleanup/outbox-cleanup.registry';
+import { OutboxCleanupRegistry } from '../scheduling/outbox-cleanup.registry';
 import { MysqlIdempotencyStore } from '../dialects/mysql.idempotency';
 import { PostgresIdempotencyStore } from '../dialects/postgres.idempotency';
 import { SqliteIdempotencyStore } from '../dialects/sqlite.idempotency';
 import { OutboxConfigurationError } from '../errors';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
-import { OutboxDatabase } from '../outbox/outbox-database';
-import { IdempotencyRecord } from './idempotency-record.entity';
+import { OutboxDatabase } from '../dialects/outbox-database';
+import { IdempotencyRecord } from '../schema/idempotency-record.entity';
 import type { IdempotencyBegin, IdempotencyStore, IdempotencyStoreConfig } from './idempotency-store';
 import { beginJoined } from './joined-attempt';
 import { loadClassTransformer } from './class-transformer.loader';

@@ -3,8 +3,8 @@ import { OutboxInvalidMessageError } from '../errors';
 import { OutboxPublisher } from '../publisher/outbox-publisher';
 import { runOnConnection } from '../transaction/transaction-runner';
 import { redactSecrets } from '../util/redact-secrets';
-import { OutboxDatabase } from './outbox-database';
-import { OutboxMessage } from './outbox-message.entity';
+import { OutboxDatabase } from '../dialects/outbox-database';
+import { OutboxMessage } from '../schema/outbox-message.entity';
 
 /** Filter of `OutboxDeadLetters.list()`. */
 export interface ListDeadOptions {

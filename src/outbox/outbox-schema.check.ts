@@ -1,14 +1,14 @@
 import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import type { EntityTarget } from 'typeorm';
 import { OutboxSchemaError, OutboxSchemaProblem } from '../errors';
-import { IdempotencyRecord } from '../idempotency/idempotency-record.entity';
-import { CreateOutboxTables1764374400000 } from '../migrations/1764374400000-outbox-tables';
-import { CreateIdempotencyKeys1764460800000 } from '../migrations/1764460800000-idempotency-keys';
+import { IdempotencyRecord } from '../schema/idempotency-record.entity';
+import { CreateOutboxTables1764374400000 } from '../schema/migrations/1764374400000-outbox-tables';
+import { CreateIdempotencyKeys1764460800000 } from '../schema/migrations/1764460800000-idempotency-keys';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { runOnConnection } from '../transaction/transaction-runner';
-import { OutboxDatabase } from './outbox-database';
-import { OutboxMessage } from './outbox-message.entity';
+import { OutboxDatabase } from '../dialects/outbox-database';
+import { OutboxMessage } from '../schema/outbox-message.entity';
 
 /** A table the library needs, the columns it uses and the shipped migration that creates it. */
 interface NeededTable {

@@ -9,8 +9,8 @@ import type { OutboxStats } from '../dialects/outbox-dialect';
 import { runInTransaction, runOnConnection } from '../transaction/transaction-runner';
 import type { OutboxTransactionOptions } from '../transaction/transaction.types';
 import { newMessageId } from './message-id';
-import { OutboxDatabase } from './outbox-database';
-import { MESSAGE_ID_UNIQUE_INDEX } from './outbox-message.entity';
+import { OutboxDatabase } from '../dialects/outbox-database';
+import { MESSAGE_ID_UNIQUE_INDEX } from '../schema/outbox-message.entity';
 import { serializeJson } from './serialize-json';
 import { currentTraceHeaders } from '../tracing/opentelemetry';
 

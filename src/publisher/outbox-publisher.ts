@@ -17,7 +17,7 @@ import { PostgresWakeup } from '../dialects/postgres.wakeup';
 import { OutboxConfigurationError, OutboxNonRetryableError, OutboxPublishTimeoutError } from '../errors';
 import { OUTBOX_OPTIONS, OUTBOX_PUBLISHER_JOB } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
-import { OutboxDatabase } from '../outbox/outbox-database';
+import { OutboxDatabase } from '../dialects/outbox-database';
 import { SerialQueue } from '../util/serial-queue';
 import { outsideTransactionContext } from '../transaction/transaction-context';
 import { runOnConnection } from '../transaction/transaction-runner';
@@ -27,7 +27,7 @@ import { resolveTransport } from '../transports/resolve-transport';
 import { isDisconnectedStatus, isTransportUnreachable } from '../transports/transport-unreachable';
 import { describeError, describeFailure } from '../util/describe-error';
 import { retryDelay } from './backoff';
-import type { OutboxPublisherEvents } from './publisher-events';
+import type { OutboxPublisherEvents } from '../events/publisher-events';
 import { hasChannelSubscribers, publishToChannel } from '../events/outbox-channels';
 import { stopRegisteredInterval } from '../scheduling/registered-interval';
 

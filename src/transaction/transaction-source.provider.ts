@@ -2,7 +2,7 @@ import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs
 import { ModuleRef } from '@nestjs/core';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
-import { OutboxDatabase } from '../outbox/outbox-database';
+import { OutboxDatabase } from '../dialects/outbox-database';
 import { ClsTransactionSource } from './cls-transaction-source';
 import { releaseTransactionSource, useTransactionSource } from './transaction-source.registry';
 import type { OutboxTransactionSource } from './transaction.types';

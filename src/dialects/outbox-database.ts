@@ -1,11 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { getDataSourceName } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
-import { resolveDialect } from '../dialects/resolve-dialect';
-import type { OutboxDialect } from '../dialects/outbox-dialect';
+import { resolveDialect } from './resolve-dialect';
+import type { OutboxDialect } from './outbox-dialect';
 import { OutboxConfigurationError } from '../errors';
 import { OUTBOX_DATA_SOURCE } from '../outbox.constants';
-import { OutboxMessage } from './outbox-message.entity';
+import { OutboxMessage } from '../schema/outbox-message.entity';
 
 /** The outbox's DataSource, its dialect and the resolved table name, looked up once. */
 @Injectable()

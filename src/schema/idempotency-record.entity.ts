@@ -1,6 +1,6 @@
 import { Column, Entity, Index, PrimaryGeneratedColumn, Unique } from 'typeorm';
-import { epochMsTransformer } from '../outbox/epoch-ms.transformer';
-import { declareSqliteIntegerKey } from '../outbox/sqlite-bigint-key.patch';
+import { epochMsTransformer } from './epoch-ms.transformer';
+import { declareSqliteIntegerKey } from './sqlite-bigint-key.patch';
 
 export const IDEMPOTENCY_TABLE = 'idempotency_keys';
 export const IDEMPOTENCY_UNIQUE_CONSTRAINT = 'UQ_idempotency_keys_scope_key';
