@@ -11,7 +11,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { DataSource } from 'typeorm';
 import { OutboxKeyLock, OutboxMessage, OutboxPublisher } from '../src';
-import { PostgresOutboxDialect } from '../src/dialects/postgres.dialect';
+import { PostgresOutboxDialect } from '../src/dialects/postgres/postgres.dialect';
 import { median, type Bench } from './bench-kit';
 import { createBenchDatabase, deleteQueue, PG, pgClient, sleep, startOutboxApp, uniqueName } from './relay-support';
 

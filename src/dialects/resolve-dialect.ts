@@ -1,9 +1,9 @@
 import type { DataSource } from 'typeorm';
 import { OutboxConfigurationError } from '../errors';
-import { MysqlOutboxDialect } from './mysql.dialect';
+import { MysqlOutboxDialect } from './mysql/mysql.dialect';
 import type { OutboxDialect } from './outbox-dialect';
-import { PostgresOutboxDialect } from './postgres.dialect';
-import { SqliteOutboxDialect } from './sqlite.dialect';
+import { PostgresOutboxDialect } from './postgres/postgres.dialect';
+import { SqliteOutboxDialect } from './sqlite/sqlite.dialect';
 
 /** Picks the dialect of a DataSource from its driver type. */
 export function resolveDialect(dataSource: DataSource): OutboxDialect & { execute: SqliteOutboxDialect['execute'] } {

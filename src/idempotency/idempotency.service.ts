@@ -1,8 +1,5 @@
 import { Inject, Injectable, OnModuleInit, Optional } from '@nestjs/common';
 import { OutboxCleanupRegistry } from '../scheduling/outbox-cleanup.registry';
-import { MysqlIdempotencyStore } from '../dialects/mysql.idempotency';
-import { PostgresIdempotencyStore } from '../dialects/postgres.idempotency';
-import { SqliteIdempotencyStore } from '../dialects/sqlite.idempotency';
 import { OutboxConfigurationError } from '../errors';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
@@ -10,6 +7,7 @@ import { OutboxDatabase } from '../dialects/outbox-database';
 import { IdempotencyRecord } from '../schema/idempotency-record.entity';
 import type { IdempotencyBegin, IdempotencyStore, IdempotencyStoreConfig } from './idempotency-store';
 import { beginJoined } from './joined-attempt';
+import { resolveIdempotencyStore } from './stores/resolve-idempotency-store';
 import { loadClassTransformer } from './class-transformer.loader';
 import { transactionSourceOf } from '../transaction/transaction-source.registry';
 import { DEFAULT_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyDefaults } from './idempotency.options';
@@ -73,13 +71,6 @@ export class IdempotencyService implements OnModuleInit {
       );
     }
     const config = (this.config = { dataSource, dialect, table: dataSource.getMetadata(IdempotencyRecord).tablePath });
-    switch (dialect.name) {
-      case 'postgres':
-        return new PostgresIdempotencyStore(config);
-      case 'mysql':
-        return new MysqlIdempotencyStore(config);
-      default:
-        return new SqliteIdempotencyStore(config);
-    }
+    return resolveIdempotencyStore(config);
   }
 }

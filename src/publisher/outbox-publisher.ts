@@ -13,7 +13,7 @@ import { SchedulerRegistry } from '@nestjs/schedule';
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { ClaimedOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
-import { PostgresWakeup } from '../dialects/postgres.wakeup';
+import { PostgresWakeup } from '../dialects/postgres/postgres.wakeup';
 import { OutboxConfigurationError, OutboxNonRetryableError, OutboxPublishTimeoutError } from '../errors';
 import { OUTBOX_OPTIONS, OUTBOX_PUBLISHER_JOB } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';

@@ -1,7 +1,7 @@
 import { OutboxConfigurationError } from '../errors';
 import { DEFAULT_CLEANUP_OPTIONS } from '../outbox.options';
 import { resolveOutboxOptions } from '../outbox.options-validation';
-import { keyBucket, KEY_LOCK_BUCKETS } from '../dialects/mysql.dialect';
+import { keyBucket, KEY_LOCK_BUCKETS } from '../dialects/mysql/mysql.dialect';
 
 describe('relay options (publisher.notify, publisher.maxBatchesInFlight, cleanup.*)', () => {
   const base = { client: 'BROKER' };

@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import type { OutboxDialect } from '../../src/dialects/outbox-dialect';
-import { SqliteOutboxDialect } from '../../src/dialects/sqlite.dialect';
+import { SqliteOutboxDialect } from '../../src/dialects/sqlite/sqlite.dialect';
 import { DATABASE_LABEL } from '../helpers/databases';
 import { DialectSubject, useDialectSubject } from './contract-subject';
 import { DIALECT_CHECKS, failingChecks } from './dialect-contract';

@@ -1,7 +1,7 @@
 import type { EntityManager, QueryRunner } from 'typeorm';
-import type { SqlOutboxDialect } from '../dialects/sql-dialect.base';
-import { runInTransactionContext } from '../transaction/transaction-context';
-import { runAfterCommit, runOnConnection } from '../transaction/transaction-runner';
+import type { SqlOutboxDialect } from '../../dialects/sql-dialect.base';
+import { runInTransactionContext } from '../../transaction/transaction-context';
+import { runAfterCommit, runOnConnection } from '../../transaction/transaction-runner';
 import {
   attemptContext,
   IdempotencyAttempt,
@@ -14,7 +14,7 @@ import {
   RECORD_COLUMNS,
   StoredIdempotencyRecord,
   toStored,
-} from './idempotency-store';
+} from '../idempotency-store';
 
 /** A lock taken before the transaction starts, and how to give it back. */
 export interface IdempotencyLock {

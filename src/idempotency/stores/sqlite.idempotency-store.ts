@@ -1,5 +1,5 @@
-import { IdempotencyLock, QueryRunnerIdempotencyStore } from '../idempotency/query-runner-idempotency.store';
-import { runOnConnection } from '../transaction/transaction-runner';
+import { IdempotencyLock, QueryRunnerIdempotencyStore } from './query-runner.idempotency-store';
+import { runOnConnection } from '../../transaction/transaction-runner';
 
 /**
  * SQLite: every transaction of a DataSource shares one connection and takes its turn (the transaction runner's

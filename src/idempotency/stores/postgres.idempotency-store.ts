@@ -1,8 +1,8 @@
 import type { PoolClient } from 'pg';
 import type { EntityManager, QueryRunner } from 'typeorm';
-import type { SqlOutboxDialect } from './sql-dialect.base';
-import { runInTransactionContext } from '../transaction/transaction-context';
-import { runAfterCommit, runOnConnection } from '../transaction/transaction-runner';
+import type { SqlOutboxDialect } from '../../dialects/sql-dialect.base';
+import { runInTransactionContext } from '../../transaction/transaction-context';
+import { runAfterCommit, runOnConnection } from '../../transaction/transaction-runner';
 import {
   attemptContext,
   IdempotencyAttempt,
@@ -16,7 +16,7 @@ import {
   RECORD_COLUMNS,
   StoredIdempotencyRecord,
   toStored,
-} from '../idempotency/idempotency-store';
+} from '../idempotency-store';
 
 /**
  * PostgreSQL, with as few round trips as the guarantees allow (each costs more CPU than the statements in it):

@@ -1,9 +1,9 @@
 import type { EntityManager } from 'typeorm';
-import { OutboxConfigurationError, OutboxInvalidMessageError } from '../errors';
-import { OUTBOX_KEY_LOCK_TABLE } from '../schema/outbox-key-lock.entity';
-import type { ClaimedOutboxRow, ClaimRequest, CompanionTable, NewOutboxRow } from './outbox-dialect';
-import { describeError } from '../util/describe-error';
-import { checkedSeq, SqlOutboxDialect } from './sql-dialect.base';
+import { OutboxConfigurationError, OutboxInvalidMessageError } from '../../errors';
+import { OUTBOX_KEY_LOCK_TABLE } from '../../schema/outbox-key-lock.entity';
+import type { ClaimedOutboxRow, ClaimRequest, CompanionTable, NewOutboxRow } from '../outbox-dialect';
+import { describeError } from '../../util/describe-error';
+import { checkedSeq, SqlOutboxDialect } from '../sql-dialect.base';
 
 /** Bytes a MySQL/MariaDB `TEXT` column holds (the outbox's `payload` and `headers`). */
 export const MYSQL_TEXT_MAX_BYTES = 65_535;

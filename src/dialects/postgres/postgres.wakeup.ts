@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
-import { describeError } from '../util/describe-error';
+import { describeError } from '../../util/describe-error';
 import { pgConnectionConfig, pgModule } from './postgres.connection';
 
 /**

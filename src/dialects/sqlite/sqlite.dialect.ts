@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
-import type { ClaimedOutboxRow, ClaimRequest } from './outbox-dialect';
-import { SqlOutboxDialect, UniqueIndexRef } from './sql-dialect.base';
+import type { ClaimedOutboxRow, ClaimRequest } from '../outbox-dialect';
+import { SqlOutboxDialect, UniqueIndexRef } from '../sql-dialect.base';
 
 /**
  * SQLite (better-sqlite3): one writer at a time, so the claim is a single `UPDATE … RETURNING` with no locking

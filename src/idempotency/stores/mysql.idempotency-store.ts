@@ -1,6 +1,6 @@
 import type { QueryRunner } from 'typeorm';
-import { IdempotencyLock, QueryRunnerIdempotencyStore } from '../idempotency/query-runner-idempotency.store';
-import { lockDigest } from '../idempotency/idempotency-store';
+import { IdempotencyLock, QueryRunnerIdempotencyStore } from './query-runner.idempotency-store';
+import { lockDigest } from '../idempotency-store';
 
 /**
  * MySQL 8 / MariaDB: a second INSERT of an uncommitted key would wait for the first transaction (up to

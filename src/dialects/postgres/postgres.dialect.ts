@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { DataSource, EntityManager } from 'typeorm';
-import type { ClaimedOutboxRow, ClaimRequest } from './outbox-dialect';
+import type { ClaimedOutboxRow, ClaimRequest } from '../outbox-dialect';
 import { pgConnectionConfig, pgModule } from './postgres.connection';
-import { ExecuteOptions, SqlOutboxDialect, StatementResult } from './sql-dialect.base';
-import { SerialQueue } from '../util/serial-queue';
+import { ExecuteOptions, SqlOutboxDialect, StatementResult } from '../sql-dialect.base';
+import { SerialQueue } from '../../util/serial-queue';
 
 /** Connections of the relay's own pool per DataSource: a claim never queues behind the default 4 batches' completion writes. */
 const RELAY_POOL_SIZE = 5;
