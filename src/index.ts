@@ -33,7 +33,7 @@ export type { OutboxTransactionContext } from './transaction/transaction.types';
 export { ClsTransactionSource } from './transaction/cls-transaction-source';
 export type { ClsTransactionSourceOptions } from './transaction/cls-transaction-source';
 export { OutboxEnvelopeDeserializer } from './transports/outbox-envelope.deserializer';
-export { getOutboxMessageId } from './transports/message-id';
+export { getOutboxMessageId } from './transports/incoming-message-id';
 export { Idempotent } from './idempotency/idempotent.decorator';
 export { IdempotencyKey } from './idempotency/idempotency-key.decorator';
 export { IdempotencyInterceptor } from './idempotency/idempotency.interceptor';

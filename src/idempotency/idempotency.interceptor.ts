@@ -14,7 +14,7 @@ import { Reflector } from '@nestjs/core';
 import { RmqContext, RpcException } from '@nestjs/microservices';
 import { PATTERN_HANDLER_METADATA } from '@nestjs/microservices/constants';
 import { lastValueFrom, Observable, of } from 'rxjs';
-import { getOutboxMessageId } from '../transports/message-id';
+import { getOutboxMessageId } from '../transports/incoming-message-id';
 import { toPlain } from './class-transformer.loader';
 import { isDatabaseUnavailable } from './database-unavailable';
 import { fingerprintOf } from './fingerprint';

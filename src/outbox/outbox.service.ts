@@ -8,7 +8,7 @@ import { currentTransaction } from '../transaction/transaction-context';
 import type { OutboxStats } from '../dialects/outbox-dialect';
 import { runInTransaction, runOnConnection } from '../transaction/transaction-runner';
 import type { OutboxTransactionOptions } from '../transaction/transaction.types';
-import { newMessageId } from './message-id';
+import { newMessageId } from './new-message-id';
 import { OutboxDatabase } from '../dialects/outbox-database';
 import { MESSAGE_ID_UNIQUE_INDEX } from '../schema/outbox-message.entity';
 import { serializeJson } from './serialize-json';

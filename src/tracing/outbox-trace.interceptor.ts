@@ -1,6 +1,6 @@
 import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
 import { defer, from, mergeMap, Observable } from 'rxjs';
-import { getOutboxMessageId } from '../transports/message-id';
+import { getOutboxMessageId } from '../transports/incoming-message-id';
 import { incomingHeaders } from './incoming-headers';
 import { describeError } from '../util/describe-error';
 import { loadOpenTelemetry, openTelemetry } from './opentelemetry';

@@ -20,7 +20,7 @@ import { KafkaRequestSerializer } from '@nestjs/microservices/serializers/kafka-
 import { headers as natsHeaders } from 'nats';
 import { EnvelopeOutboxTransport } from './envelope.transport';
 import { KafkaOutboxTransport } from './kafka.transport';
-import { getOutboxMessageId } from './message-id';
+import { getOutboxMessageId } from './incoming-message-id';
 import { MqttOutboxTransport } from './mqtt.transport';
 import { NatsOutboxTransport } from './nats.transport';
 import { OutboxEnvelopeDeserializer } from './outbox-envelope.deserializer';
