@@ -16,7 +16,7 @@ export type { OutboxMessageStatus } from './schema/outbox-message.entity';
 export { OutboxService } from './outbox/outbox.service';
 export type { EmitOptions } from './outbox/outbox.service';
 export { OutboxPublisher } from './publisher/outbox-publisher';
-export type { OutboxPassResult } from './publisher/outbox-publisher';
+export type { OutboxPassResult } from './publisher/publish-pass';
 export type { OutboxPublisherEvents, OutboxLeaseLostEvent, OutboxDeadEvent, OutboxRetryEvent } from './events/publisher-events';
 export { OutboxDeadLetters } from './outbox/outbox-dead-letters.service';
 export type { ListDeadOptions } from './outbox/outbox-dead-letters.service';

@@ -1,0 +1,198 @@
+import type { ClientProxy } from '@nestjs/microservices';
+import { randomUUID } from 'node:crypto';
+import type { ClaimedOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
+import type { OutboxDatabase } from '../dialects/outbox-database';
+import { OutboxNonRetryableError, OutboxPublishTimeoutError } from '../errors';
+import type { ResolvedOutboxOptions } from '../outbox.options';
+import { runOnConnection } from '../transaction/transaction-runner';
+import { dispatchEvent } from '../transports/dispatch';
+import type { OutgoingOutboxMessage } from '../transports/outbox-transport';
+import { isTransportUnreachable } from '../transports/transport-unreachable';
+import { describeFailure } from '../util/describe-error';
+import { retryDelay } from './backoff';
+
+/*
+ * The steps of one publish pass — claim, publish, fenced completion — as plain functions over the database and the
+ * client. `OutboxPublisher` strings them together in its `protected` steps, which subclasses may override.
+ */
+
+/** Outcome of one publish pass. */
+export interface OutboxPassResult {
+  claimed: number;
+  published: number;
+  failed: number;
+  /** Rows whose claim was taken over by another publisher before this one could mark them (lease lost). */
+  fenced: number;
+  /** Claimed rows released unstarted (shutdown, a failed earlier message of their key, or too little lease left). */
+  released: number;
+}
+
+/** What happened to the rows of one claimed batch. */
+export interface BatchOutcome {
+  sent: ClaimedOutboxRow[];
+  failures: Array<{ row: ClaimedOutboxRow; failure: OutboxFailure }>;
+  unstarted: ClaimedOutboxRow[];
+}
+
+/** A batch claimed under one owner token. */
+export interface ClaimedBatch {
+  owner: string;
+  rows: ClaimedOutboxRow[];
+  /** Local time by which the lease has surely ended (a conservative bound of the database's lease end). */
+  leaseDeadline: number;
+}
+
+/** Margin kept between the end of the longest possible publish and the end of the lease. */
+export const LEASE_SAFETY_MS = 500;
+
+/** The pass result of a pass that found nothing due. */
+export const EMPTY_PASS: Readonly<OutboxPassResult> = Object.freeze({
+  claimed: 0,
+  published: 0,
+  failed: 0,
+  fenced: 0,
+  released: 0,
+});
+
+/** Claims up to `batchSize` due rows under a new owner token, with a lease of `leaseDuration` on the database clock. */
+export async function claimDueRows(
+  database: OutboxDatabase,
+  { batchSize, leaseDuration }: ResolvedOutboxOptions['publisher'],
+): Promise<ClaimedBatch | undefined> {
+  const { dataSource, dialect, table } = database;
+  const owner = randomUUID();
+  // The lease ends `leaseDuration` after the database evaluated the claim, which is after this instant.
+  const leaseDeadline = Date.now() + leaseDuration;
+  const rows = await runOnConnection(dataSource, (m) =>
+    dialect.claim(m, { table, owner, limit: batchSize, leaseMs: leaseDuration }),
+  );
+  return rows.length === 0 ? undefined : { owner, rows, leaseDeadline };
+}
+
+/**
+ * Runs `attempt` over a claimed batch: unkeyed rows all at once, each key's rows in sequence (a failed attempt stops
+ * its key; the rest of that key is left unstarted). A row is started only while `mayStart()` says so; the others
+ * are collected as unstarted. `attempt` records sent rows and failures in `outcome` and resolves with success.
+ */
+export async function publishInKeyOrder(
+  rows: ClaimedOutboxRow[],
+  outcome: BatchOutcome,
+  mayStart: () => boolean,
+  attempt: (row: ClaimedOutboxRow) => Promise<boolean>,
+): Promise<void> {
+  const chains = new Map<string, ClaimedOutboxRow[]>();
+  const work: Promise<unknown>[] = [];
+  for (const row of rows) {
+    if (row.key === null) {
+      if (mayStart()) work.push(attempt(row));
+      else outcome.unstarted.push(row);
+    } else {
+      const chain = chains.get(row.key);
+      if (chain) chain.push(row);
+      else chains.set(row.key, [row]);
+    }
+  }
+  for (const chain of chains.values()) {
+    work.push(
+      (async () => {
+        for (let i = 0; i < chain.length; i++) {
+          if (!mayStart()) {
+            outcome.unstarted.push(...chain.slice(i));
+            return;
+          }
+          if (!(await attempt(chain[i]))) {
+            outcome.unstarted.push(...chain.slice(i + 1));
+            return;
+          }
+        }
+      })(),
+    );
+  }
+  await Promise.all(work);
+}
+
+/** The message a claimed row carries, as the transport builds its record from it. */
+export function outgoingMessage(row: ClaimedOutboxRow): OutgoingOutboxMessage {
+  return {
+    messageId: row.messageId,
+    pattern: row.pattern,
+    payload: JSON.parse(row.payload),
+    headers: row.headers ? JSON.parse(row.headers) : {},
+    key: row.key,
+  };
+}
+
+/** Sends one record and resolves once the transport confirmed it; rejects on error or after `timeoutMs`. */
+export async function dispatchWithin(
+  client: ClientProxy,
+  pattern: string,
+  record: unknown,
+  timeoutMs: number,
+): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(new OutboxPublishTimeoutError(`No confirmation within ${timeoutMs} ms (outcome unknown; will retry)`)),
+      timeoutMs,
+    );
+  });
+  try {
+    await Promise.race([dispatchEvent(client, pattern, record), timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * What a failed publish means for its row. A broker that could not be reached gives the attempt back and waits
+ * with backoff growing with `unreachableStreak` (capped at `retry.maxDelay`); any other failure counts toward
+ * `retry.maxAttempts` (`OutboxNonRetryableError`: dead at once). The error text is redacted of credentials.
+ * `connected` is the client's reported connection state, `undefined` when it reports none.
+ */
+export function failureOf(
+  row: ClaimedOutboxRow,
+  error: unknown,
+  retry: ResolvedOutboxOptions['retry'],
+  { connected, unreachableStreak }: { connected: boolean | undefined; unreachableStreak: number },
+): OutboxFailure {
+  const text = describeFailure(error);
+  if (isTransportUnreachable(error, { connected })) {
+    const delay = retryDelay(unreachableStreak + 1, retry);
+    return { seq: row.seq, error: text, dead: false, retryDelay: delay, transportUnreachable: true };
+  }
+  const dead = error instanceof OutboxNonRetryableError || row.attempts >= retry.maxAttempts;
+  return { seq: row.seq, error: text, dead, retryDelay: dead ? 0 : retryDelay(row.attempts, retry) };
+}
+
+/** Rows each completion statement changed, and how many it could not because the claim was lost (`fenced`). */
+export interface CompletionCounts {
+  marked: number;
+  rescheduled: number;
+  released: number;
+  fenced: number;
+}
+
+/**
+ * Writes a batch's outcome back, every statement fenced by the claim's owner token: sent rows marked (or deleted,
+ * with `deleteOnPublish`), failures rescheduled or marked dead, unstarted rows released.
+ */
+export async function writeOutcome(
+  database: OutboxDatabase,
+  owner: string,
+  outcome: BatchOutcome,
+  deleteOnPublish: boolean,
+): Promise<CompletionCounts> {
+  const { dataSource, dialect, table } = database;
+  const sentSeqs = outcome.sent.map((r) => r.seq);
+  const failures = outcome.failures.map((f) => f.failure);
+  const marked = await runOnConnection(dataSource, (m) =>
+    deleteOnPublish ? dialect.deleteSent(m, table, owner, sentSeqs) : dialect.markSent(m, table, owner, sentSeqs),
+  );
+  const rescheduled = await runOnConnection(dataSource, (m) => dialect.markFailed(m, table, owner, failures));
+  const released = await runOnConnection(dataSource, (m) =>
+    dialect.release(m, table, owner, outcome.unstarted.map((r) => r.seq)),
+  );
+  const fenced = sentSeqs.length - marked + (failures.length - rescheduled) + (outcome.unstarted.length - released);
+  return { marked, rescheduled, released, fenced };
+}
