@@ -20,7 +20,7 @@ import { OutboxKeyLock } from './schema/outbox-key-lock.entity';
 import { OutboxMessage } from './schema/outbox-message.entity';
 import { OutboxService } from './outbox/outbox.service';
 import { OutboxPublisher } from './publisher/outbox-publisher';
-import { OutboxTransactionSourceRegistrar } from './transaction/transaction-source.provider';
+import { OutboxTransactionSourceRegistrar } from './transaction/transaction-source.registrar';
 import { OutboxHealthIndicator } from './health/outbox-health.indicator';
 import { OutboxTracingLoader } from './tracing/outbox-tracing.loader';
 
