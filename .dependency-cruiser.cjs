@@ -60,6 +60,13 @@ module.exports = {
       from: {},
       to: { circular: true },
     },
+    {
+      name: 'in-a-layer',
+      comment: 'Every file of src/ belongs to a layer: add a new folder to LAYERS in .dependency-cruiser.cjs.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: [SPEC, ...LAYERS.flat()] },
+      to: {},
+    },
     ...upward,
   ],
   options: {
