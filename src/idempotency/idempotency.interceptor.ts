@@ -257,10 +257,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (typeof key !== 'string' || key.length === 0) {
       this.warnOnce(
         options.consumer,
-        `${options.consumer} received a message without an id, so it ran without deduplication. Messages from this library's outbox carry one ` +
-          '(TCP/Redis consumers need OutboxEnvelopeDeserializer); for other producers pass @Idempotent({ key: (data, context) => … }).',
+        `${options.consumer} received a message without an id: it ran in a transaction without an idempotency record, so a ` +
+          "redelivery runs it again. Messages from this library's outbox carry one (TCP/Redis consumers need " +
+          'OutboxEnvelopeDeserializer); for other producers pass @Idempotent({ key: (data, context) => … }).',
       );
-      return next.handle();
+      return this.runWithoutRecordRpc(context, next, options);
     }
     const call: IdempotentCall = {
       key: this.boundedText(key),
@@ -306,6 +307,24 @@ export class IdempotencyInterceptor implements NestInterceptor {
       return of(value);
     }
     return this.afterLostRace(call, (record) => this.skipDuplicate(context, record, call), () => this.deferInFlight(context, call));
+  }
+
+  /**
+   * A message without an id: the handler runs in a transaction of its own, without a record (nothing to deduplicate
+   * by), and the message is settled like any other — acked after the commit, requeued when the handler or the
+   * commit fails.
+   */
+  protected async runWithoutRecordRpc(context: ExecutionContext, next: CallHandler, options: ResolvedIdempotentOptions): Promise<Observable<unknown>> {
+    let value: unknown;
+    try {
+      // next.handle() is called inside the transaction's async context, so the handler's writes join it.
+      value = await this.idempotency.transaction(() => lastValueFrom(next.handle(), { defaultValue: undefined }));
+    } catch (error) {
+      this.settle(context, options, 'requeue');
+      throw error;
+    }
+    this.settle(context, options, 'ack');
+    return of(value);
   }
 
   /** A redelivery of a handled message: the handler does not run; a `@MessagePattern` gets the stored response. */
