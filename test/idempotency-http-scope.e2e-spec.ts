@@ -202,7 +202,7 @@ for (const kind of kinds) {
         expect(scopeWarnings('ScopedController')).toHaveLength(0);
       });
 
-      it('an explicit `scope` wins over the principal, and a route with one does not warn without a principal', async () => {
+      it('an explicit `scope` wins over the principal; a route with one never warns about a principal', async () => {
         const key = newKey();
         const body = { reference: `TEN-${key}`, amount: 4 };
         const alice = await post('/scoped/tenant', body, key, { ...as({ id: 'alice' }), 'x-tenant': 'acme' });

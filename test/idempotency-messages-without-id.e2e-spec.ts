@@ -87,10 +87,13 @@ for (const kind of kinds) {
 
       /** Publishes as another producer would, with raw amqplib: no messageId, no x-message-id header, no envelope. */
       const publish = (ref: string) =>
-        channel.sendToQueue(queue, Buffer.from(JSON.stringify({ pattern: 'Note', data: { ref } })), { persistent: true });
+        channel.sendToQueue(queue, Buffer.from(JSON.stringify({ pattern: 'Note', data: { ref } })), {
+          persistent: true,
+        });
 
       const notes = (ds: DataSource, ref: string) => ds.getRepository(Note).countBy({ ref });
-      const noIdWarnings = () => logger.warnings.filter((w) => w.includes('NoteConsumer.onNote') && w.includes('without an id'));
+      const noIdWarnings = () =>
+        logger.warnings.filter((w) => w.includes('NoteConsumer.onNote') && w.includes('without an id'));
 
       beforeAll(async () => {
         db = await createTestDatabase(kind);
@@ -116,7 +119,7 @@ for (const kind of kinds) {
         seen.failOnce.clear();
       });
 
-      it('runs the handler in a transaction (outbox.manager works), commits, acks; warns once per handler', async () => {
+      it('runs the handler in a transaction (outbox.manager works), commits, acks; warns once', async () => {
         const ds = await start();
         publish(`ok-1-${kind}`);
         publish(`ok-2-${kind}`);
@@ -133,7 +136,7 @@ for (const kind of kinds) {
         expect(after).toMatchObject({ messageCount: 0, consumerCount: 0 });
       });
 
-      it('a failing handler: its write rolls back, the message is requeued, the redelivery commits and is acked', async () => {
+      it('a failing handler: its write rolls back, the message is requeued, the redelivery is applied', async () => {
         const ds = await start();
         const ref = `fails-once-${kind}`;
         seen.failOnce.add(ref);

@@ -151,10 +151,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (!options.scope) {
       this.warnOnce(
         `${options.consumer} principal`,
-        `${options.consumer} ran without a principal (no request.user with an id or sub) and without a \`scope\` option, ` +
-          "so its idempotency keys are shared by every client: a client that sends another client's key and body " +
-          "receives that client's stored response. Put the authentication guard before it, or pass " +
-          '@Idempotent({ scope: (context) => … }) (e.g. a tenant or API-key id).',
+        `${options.consumer} ran without a principal (no request.user with an id or sub) and without a ` +
+          '`scope` option, so its idempotency keys are shared by every client: a client that sends another ' +
+          "client's key and body receives that client's stored response. Put the authentication guard before " +
+          'it, or pass @Idempotent({ scope: (context) => … }) (e.g. a tenant or API-key id).',
       );
     }
     return '';
@@ -290,9 +290,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (typeof key !== 'string' || key.length === 0) {
       this.warnOnce(
         options.consumer,
-        `${options.consumer} received a message without an id: it ran in a transaction without an idempotency record, so a ` +
-          "redelivery runs it again. Messages from this library's outbox carry one (TCP/Redis consumers need " +
-          'OutboxEnvelopeDeserializer); for other producers pass @Idempotent({ key: (data, context) => … }).',
+        `${options.consumer} received a message without an id: it ran in a transaction without an idempotency ` +
+          "record, so a redelivery runs it again. Messages from this library's outbox carry one (TCP/Redis " +
+          'consumers need OutboxEnvelopeDeserializer); for other producers pass ' +
+          '@Idempotent({ key: (data, context) => … }).',
       );
       return this.runWithoutRecordRpc(context, next, options);
     }
@@ -347,7 +348,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * by), and the message is settled like any other — acked after the commit, requeued when the handler or the
    * commit fails.
    */
-  protected async runWithoutRecordRpc(context: ExecutionContext, next: CallHandler, options: ResolvedIdempotentOptions): Promise<Observable<unknown>> {
+  protected async runWithoutRecordRpc(
+    context: ExecutionContext,
+    next: CallHandler,
+    options: ResolvedIdempotentOptions,
+  ): Promise<Observable<unknown>> {
     let value: unknown;
     try {
       // next.handle() is called inside the transaction's async context, so the handler's writes join it.
