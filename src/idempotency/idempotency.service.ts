@@ -11,6 +11,7 @@ import { IdempotencyRecord } from './idempotency-record.entity';
 import type { IdempotencyBegin, IdempotencyStore, IdempotencyStoreConfig } from './idempotency-store';
 import { beginJoined } from './joined-attempt';
 import { loadClassTransformer } from './class-transformer.loader';
+import { runInTransaction } from '../transaction/transaction-runner';
 import { transactionSourceOf } from '../transaction/transaction-source';
 import { DEFAULT_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyDefaults } from './idempotency.options';
 
@@ -57,6 +58,14 @@ export class IdempotencyService implements OnModuleInit {
     const store = this.store;
     if (!source) return store.begin(scope, key, fingerprint);
     return beginJoined(source, dataSource, store, this.config!, scope, key, fingerprint);
+  }
+
+  /**
+   * Runs `work` in a transaction of the outbox's DataSource without a record (a message that carries no id), through
+   * the plugged-in transaction source when there is one. Commits when `work` resolves, rolls back when it throws.
+   */
+  transaction<T>(work: () => Promise<T>): Promise<T> {
+    return runInTransaction(this.database.dataSource, () => work());
   }
 
   /** Deletes up to `limit` expired records (what the scheduled cleanup calls); resolves with the number deleted. */
