@@ -74,7 +74,7 @@ const guarded = new WeakMap<object, Set<Function>>();
 
 /**
  * The interceptor behind `@Idempotent()`. Every step is `protected`: extend the class, override a step
- * (`scopeOf`, `fingerprintHttp`, `toStoredResponse`, `replay`, `skipDuplicate`, …) and apply it with
+ * (`scopeOf`, `principalOf`, `fingerprintHttp`, `toStoredResponse`, `replay`, `skipDuplicate`, …) and apply it with
  * `applyDecorators(SetMetadata(IDEMPOTENT_OPTIONS, options), UseInterceptors(MyInterceptor))`.
  */
 @Injectable()
@@ -119,7 +119,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     this.checkHttpKey(context, key, options);
     const call: IdempotentCall = {
       key,
-      scope: this.boundedText(await this.scopeOf(context, options, '')),
+      scope: this.boundedText(await this.scopeOf(context, options, await this.defaultHttpScope(context, options))),
       fingerprint: this.fingerprintOrReject(context, () => this.fingerprintHttp(context, request, options)),
       options,
     };
@@ -140,6 +140,39 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const raw = options.key ? options.key(request, context) : request.headers?.[options.headerKey];
     if (raw === undefined || raw === null) return undefined;
     return Array.isArray(raw) ? raw.join(', ') : String(raw);
+  }
+
+  /**
+   * The scope of an HTTP key when the `scope` option gives none: the principal (`principalOf`), else `''` — shared by
+   * every client, which is warned about once per route that has no `scope` option either.
+   */
+  protected async defaultHttpScope(context: ExecutionContext, options: ResolvedIdempotentOptions): Promise<string> {
+    const principal = await this.principalOf(context);
+    if (principal !== undefined) return principal;
+    if (!options.scope) {
+      this.warnOnce(
+        `${options.consumer} principal`,
+        `${options.consumer} ran without a principal (no request.user with an id or sub) and without a ` +
+          '`scope` option, so its idempotency keys are shared by every client: a client that sends another ' +
+          "client's key and body receives that client's stored response. Put the authentication guard before " +
+          'it, or pass @Idempotent({ scope: (context) => … }) (e.g. a tenant or API-key id).',
+      );
+    }
+    return '';
+  }
+
+  /**
+   * The authenticated principal of a request, which HTTP keys are scoped to by default: `request.user.id`, else
+   * `request.user.sub` (as Passport strategies and JWT guards set them), as a string; undefined when there is
+   * none. Override it to scope by another field (as @nestjs/throttler's `getTracker`).
+   */
+  protected principalOf(context: ExecutionContext): string | undefined | Promise<string | undefined> {
+    const user = context.switchToHttp().getRequest()?.user;
+    if (typeof user !== 'object' || user === null) return undefined;
+    const id = user.id ?? user.sub;
+    if (id === undefined || id === null) return undefined;
+    const text = String(id);
+    return text.length > 0 ? text : undefined;
   }
 
   /** 400 for an empty key or one over 255 characters. */
@@ -258,10 +291,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (typeof key !== 'string' || key.length === 0) {
       this.warnOnce(
         options.consumer,
-        `${options.consumer} received a message without an id, so it ran without deduplication. Messages from this library's outbox carry one ` +
-          '(TCP/Redis consumers need OutboxEnvelopeDeserializer); for other producers pass @Idempotent({ key: (data, context) => … }).',
+        `${options.consumer} received a message without an id: it ran in a transaction without an idempotency ` +
+          "record, so a redelivery runs it again. Messages from this library's outbox carry one (TCP/Redis " +
+          'consumers need OutboxEnvelopeDeserializer); for other producers pass ' +
+          '@Idempotent({ key: (data, context) => … }).',
       );
-      return next.handle();
+      return this.runWithoutRecordRpc(context, next, options);
     }
     const call: IdempotentCall = {
       key: this.boundedText(key),
@@ -307,6 +342,28 @@ export class IdempotencyInterceptor implements NestInterceptor {
       return of(value);
     }
     return this.afterLostRace(call, (record) => this.skipDuplicate(context, record, call), () => this.deferInFlight(context, call));
+  }
+
+  /**
+   * A message without an id: the handler runs in a transaction of its own, without a record (nothing to deduplicate
+   * by), and the message is settled like any other — acked after the commit, requeued when the handler or the
+   * commit fails.
+   */
+  protected async runWithoutRecordRpc(
+    context: ExecutionContext,
+    next: CallHandler,
+    options: ResolvedIdempotentOptions,
+  ): Promise<Observable<unknown>> {
+    let value: unknown;
+    try {
+      // next.handle() is called inside the transaction's async context, so the handler's writes join it.
+      value = await this.idempotency.transaction(() => lastValueFrom(next.handle(), { defaultValue: undefined }));
+    } catch (error) {
+      this.settle(context, options, 'requeue');
+      throw error;
+    }
+    this.settle(context, options, 'ack');
+    return of(value);
   }
 
   /** A redelivery of a handled message: the handler does not run; a `@MessagePattern` gets the stored response. */
@@ -397,7 +454,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return record ? answer(record) : gone();
   }
 
-  /** The scope of a call: the `scope` option, else `fallback`. */
+  /** The scope of a call: the `scope` option, else `fallback` (HTTP: `defaultHttpScope`; messages: the consumer). */
   protected scopeOf(context: ExecutionContext, options: ResolvedIdempotentOptions, fallback: string): string | Promise<string> {
     if (!options.scope) return fallback;
     const scope = options.scope(context);

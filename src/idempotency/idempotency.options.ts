@@ -12,8 +12,9 @@ export interface IdempotencyDefaults {
   header?: string;
   /**
    * HTTP: answer 400 when a request has no key. When false, a request without a key runs the handler unguarded
-   * (no transaction is opened for it). Message handlers never reject: a message without an id runs unguarded with a
-   * warning (see the README).
+   * (no transaction is opened for it). Message handlers never reject: a message without an id runs in a transaction
+   * without a record (no deduplication), with a warning once per handler, and is settled like any other (see the
+   * README).
    * @default true
    */
   required?: boolean;
@@ -49,10 +50,12 @@ export interface IdempotencyDefaults {
 export interface IdempotentOptions extends IdempotencyDefaults {
   /**
    * Who the key belongs to; records are unique per (scope, key), so one scope never sees another's response.
-   * Return e.g. the user or tenant id (from `context.switchToHttp().getRequest()`). Up to 255 characters (longer
-   * scopes are hashed).
-   * @default HTTP: '' (one scope for every client: set a scope when clients are not trusted to pick unique keys);
-   * messages: the consumer, 'ControllerName.methodName'
+   * Return e.g. a tenant or API-key id (from `context.switchToHttp().getRequest()`); it overrides the default, and
+   * returning undefined falls back to it. Up to 255 characters (longer scopes are hashed).
+   * @default HTTP: the authenticated principal — `request.user.id`, else `request.user.sub`, as a string (as
+   * Passport and JWT guards set it; the interceptor's overridable step is `principalOf`); '' when the request has no
+   * principal, shared by every client and warned about once per route. Messages: the consumer,
+   * 'ControllerName.methodName'
    */
   scope?: (context: ExecutionContext) => string | undefined | Promise<string | undefined>;
   /**

@@ -9,6 +9,7 @@ import type { IdempotencyBegin, IdempotencyStore, IdempotencyStoreConfig } from 
 import { beginJoined } from './joined-attempt';
 import { resolveIdempotencyStore } from './stores/resolve-idempotency-store';
 import { loadClassTransformer } from './class-transformer.loader';
+import { runInTransaction } from '../transaction/transaction-runner';
 import { transactionSourceOf } from '../transaction/transaction-source.registry';
 import { DEFAULT_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyDefaults } from './idempotency.options';
 
@@ -55,6 +56,14 @@ export class IdempotencyService implements OnModuleInit {
     const store = this.store;
     if (!source) return store.begin(scope, key, fingerprint);
     return beginJoined(source, dataSource, store, this.config!, scope, key, fingerprint);
+  }
+
+  /**
+   * Runs `work` in a transaction of the outbox's DataSource without a record (a message that carries no id), through
+   * the plugged-in transaction source when there is one. Commits when `work` resolves, rolls back when it throws.
+   */
+  transaction<T>(work: () => Promise<T>): Promise<T> {
+    return runInTransaction(this.database.dataSource, () => work());
   }
 
   /** Deletes up to `limit` expired records (what the scheduled cleanup calls); resolves with the number deleted. */
