@@ -55,3 +55,5 @@ export type { OutboxHealthThresholds, OutboxHealthDetails } from './health/outbo
 export { OUTBOX_CHANNELS } from './events/outbox-channels';
 export type { OutboxPublishedEvent } from './events/publisher-events';
 export { OutboxTraceInterceptor } from './tracing/outbox-trace.interceptor';
+export { OutboxAttempt, OUTBOX_ATTEMPTS_TABLE } from './schema/outbox-attempt.entity';
+export { AddOutboxAttempts1765152000000 } from './schema/migrations/1765152000000-outbox-attempts';
