@@ -57,3 +57,12 @@ export type { OutboxPublishedEvent } from './events/publisher-events';
 export { OutboxTraceInterceptor } from './tracing/outbox-trace.interceptor';
 export { OutboxAttempt, OUTBOX_ATTEMPTS_TABLE } from './schema/outbox-attempt.entity';
 export { AddOutboxAttempts1765152000000 } from './schema/migrations/1765152000000-outbox-attempts';
+export type {
+  DeadLetterFilter,
+  DeadLetterTime,
+  DeadLetterPageQuery,
+  DeadLetterPage,
+  DeadLetterSummary,
+  OutboxMessageDetail,
+  OutboxAttemptRecord,
+} from './outbox/dead-letter.types';
