@@ -65,4 +65,4 @@ export type {
   DeadLetterSummary,
   OutboxMessageDetail,
   OutboxAttemptRecord,
-} from './outbox/dead-letter.types';
+} from './outbox/dead-letter.model';
