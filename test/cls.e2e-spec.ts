@@ -73,7 +73,7 @@ for (const kind of kinds) {
     });
 
     beforeEach(async () => {
-      await ds.getRepository(OutboxMessage).clear();
+      await ds.createQueryBuilder().delete().from(OutboxMessage).execute();
       await ds.getRepository(TestOrder).clear();
     });
 

@@ -46,7 +46,7 @@ for (const kind of kinds) {
       ({ app, outbox, dataSource: ds } = fx);
     });
 
-    beforeEach(() => ds.getRepository(OutboxMessage).clear());
+    beforeEach(() => ds.createQueryBuilder().delete().from(OutboxMessage).execute());
 
     const emit = (n: number) => outbox.transaction(async () => {
       for (let i = 0; i < n; i++) await outbox.emit('HealthProbe', { i });

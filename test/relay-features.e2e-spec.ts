@@ -80,7 +80,7 @@ for (const kind of kinds) {
         const outbox = app.get(OutboxService);
         const ds = app.get(DataSource);
         const repo = ds.getRepository(OutboxMessage);
-        await repo.clear();
+        await repo.createQueryBuilder().delete().execute();
         const ids = await outbox.transaction(async () => Promise.all([1, 2, 3, 4, 5].map((n) => outbox.emit('E', { n }))));
         await waitFor(async () => (await repo.countBy({ status: 'sent' })) === 5, 'five sent rows');
         await outbox.transaction(() => outbox.emit('Later', {}, { delay: 3_600_000 }));
@@ -107,7 +107,7 @@ for (const kind of kinds) {
       try {
         const outbox = app.get(OutboxService);
         const repo = app.get(DataSource).getRepository(OutboxMessage);
-        await repo.clear();
+        await repo.createQueryBuilder().delete().execute();
         const id = await outbox.transaction(() => outbox.emit('E', { n: 'gone' }));
         await waitFor(() => recorder.distinct().has(id), 'the message at the consumer');
         await waitFor(async () => (await repo.countBy({ messageId: id })) === 0, 'the row to be deleted');
