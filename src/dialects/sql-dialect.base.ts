@@ -399,17 +399,14 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
       await this.execute(tx, insert, params);
     }
     const seqs = failures.map((f) => checkedSeq(f.seq)).join(', ');
-    const { records } = await this.execute(
-      tx,
-      `SELECT ${q('id')} FROM (SELECT ${q('id')}, ` +
-        `ROW_NUMBER() OVER (PARTITION BY ${q('message_seq')} ORDER BY ${q('id')} DESC) AS ${q('rn')} ` +
-        `FROM ${attemptsTable} WHERE ${q('message_seq')} IN (${seqs})) ${q('x')} ` +
-        `WHERE ${q('rn')} > ${Math.floor(history.limit)}`,
-    );
-    if (records.length === 0) return;
+    // One statement; the derived table `x` is materialized first, which MySQL/MariaDB need to delete from the
+    // table the subquery reads.
     await this.execute(
       tx,
-      `DELETE FROM ${attemptsTable} WHERE ${q('id')} IN (${records.map((r) => checkedSeq(String(r.id))).join(', ')})`,
+      `DELETE FROM ${attemptsTable} WHERE ${q('id')} IN (SELECT ${q('id')} FROM (SELECT ${q('id')}, ` +
+        `ROW_NUMBER() OVER (PARTITION BY ${q('message_seq')} ORDER BY ${q('id')} DESC) AS ${q('rn')} ` +
+        `FROM ${attemptsTable} WHERE ${q('message_seq')} IN (${seqs})) ${q('x')} ` +
+        `WHERE ${q('rn')} > ${Math.floor(history.limit)})`,
     );
   }
 
