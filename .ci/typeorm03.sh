@@ -24,8 +24,9 @@ npm_flags=(--no-audit --no-fund --loglevel=error --prefer-offline)
 echo "== typeorm03: copy of the repo in $work/repo (node $(node -v))"
 mkdir -p "$work/repo"
 rm -rf "$work/repo/src" "$work/repo/test"
-# (node_modules is left out even where it is a symlink, as in a git worktree: .gitignore's `node_modules/` skips only folders)
-(cd "$repo" && git ls-files -z --cached --others --exclude-standard | grep -zv '^node_modules$' | xargs -0 -I{} sh -c 'test -e "{}" && printf "%s\0" "{}"' | tar --null -T - -cf -) | tar -xf - -C "$work/repo"
+# node_modules is left out even where it is a symlink (a git worktree): .gitignore's `node_modules/` skips folders only.
+(cd "$repo" && git ls-files -z --cached --others --exclude-standard | grep -zv '^node_modules$' |
+  xargs -0 -I{} sh -c 'test -e "{}" && printf "%s\0" "{}"' | tar --null -T - -cf -) | tar -xf - -C "$work/repo"
 if [[ ! -d "$work/repo/node_modules/@nestjs/core" ]]; then
   mkdir -p "$work/repo/node_modules"
   cp -a "$(readlink -f "$repo/node_modules")/." "$work/repo/node_modules/"

@@ -39,7 +39,8 @@ export async function startSampleApp(
   const consumer = app.startAllMicroservices().then(
     () => true,
     (error: unknown) => {
-      new Logger('SampleShop').error(`The consumer did not start: ${error instanceof Error ? error.message : String(error)}`);
+      const reason = error instanceof Error ? error.message : String(error);
+      new Logger('SampleShop').error(`The consumer did not start: ${reason}`);
       return false;
     },
   );

@@ -45,7 +45,7 @@ describeWith(['postgres', 'rabbitmq'], `Sample shop on ${DATABASE_LABEL.postgres
     if (queue) await deleteQueue(queue);
   });
 
-  it('answers POST /orders with 201 while the broker is unreachable; the event waits pending in the outbox', async () => {
+  it('answers POST /orders with 201 while the broker is unreachable; the event waits in the outbox', async () => {
     const res = await fetch(`${await app.getUrl()}/orders`, {
       method: 'POST',
       headers: { 'Content-Type': 'application/json', 'Idempotency-Key': 'down-1' },

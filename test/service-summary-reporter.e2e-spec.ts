@@ -8,7 +8,7 @@ const ServiceSummaryReporter = require('./helpers/service-summary-reporter.js');
 const result = (ancestorTitles: string[], title: string, status: string) => ({ ancestorTitles, title, status });
 
 describe('service summary reporter (the CI log names the services that ran)', () => {
-  it('counts passed, failed and skipped tests per service named in the titles, and prints services with none as 0', () => {
+  it('counts passed, failed and skipped tests per service named in the titles; a service with none is 0', () => {
     const reporter = new ServiceSummaryReporter();
     reporter.onTestResult(
       {},
@@ -18,7 +18,11 @@ describe('service summary reporter (the CI log names the services that ran)', ()
           result(['Publisher → RabbitMQ (RMQ transport) on PostgreSQL [PostgreSQL, RabbitMQ]'], 'retries', 'failed'),
           result(['OutboxService.transaction() on SQLite (better-sqlite3)'], 'commits', 'passed'),
           result(['Outbox migration on MariaDB [MariaDB] [SKIPPED: mariadb not reachable]'], 'needs mariadb', 'passed'),
-          result(['Message id round trip over NATS (outbox on SQLite (better-sqlite3)) [NATS]'], 'round trip', 'pending'),
+          result(
+            ['Message id round trip over NATS (outbox on SQLite (better-sqlite3)) [NATS]'],
+            'round trip',
+            'pending',
+          ),
         ],
       },
     );

@@ -21,13 +21,19 @@ export function buildAndPack(work: string): PackedPackage {
   copyFileSync(join(REPO_ROOT, 'package.json'), join(pkg, 'package.json'));
   copyFileSync(join(REPO_ROOT, 'README.md'), join(pkg, 'README.md'));
   try {
-    execFileSync(process.execPath, [join(REPO_ROOT, 'scripts', 'build.mjs'), join(pkg, 'dist')], { stdio: 'pipe', encoding: 'utf8' });
+    execFileSync(process.execPath, [join(REPO_ROOT, 'scripts', 'build.mjs'), join(pkg, 'dist')], {
+      stdio: 'pipe',
+      encoding: 'utf8',
+    });
   } catch (error) {
     const { stdout, stderr } = error as { stdout?: string; stderr?: string };
     throw new Error(`The build (scripts/build.mjs) failed:\n${stdout ?? ''}${stderr ?? ''}`);
   }
   const packed = JSON.parse(
-    execFileSync('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], { cwd: pkg, encoding: 'utf8' }),
+    execFileSync('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], {
+      cwd: pkg,
+      encoding: 'utf8',
+    }),
   )[0];
   return { tarball: join(work, packed.filename), files: packed.files.map((f: { path: string }) => f.path) };
 }

@@ -71,7 +71,7 @@ export function classSnippets(readme: string): ReadmeSnippet[] {
  * idempotent payment does not declare the app's Payment entity). Everything else a snippet uses must be imported
  * by the snippet itself: from a package, or from a quick start file (`./entities`, `./app.module`).
  */
-export const SNIPPET_PLACEHOLDERS = `/** The reader's own app, as the README's snippets assume it (see test/helpers/readme-snippets.ts). */
+export const SNIPPET_PLACEHOLDERS = `/** The reader's own app, as the README's snippets assume it (test/helpers/readme-snippets.ts). */
 declare class Payment {
   id: number;
   amount: number;

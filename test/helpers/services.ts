@@ -48,7 +48,8 @@ export function downServices(): Set<string> {
  */
 export function describeWith(services: ServiceName[], title: string, body: () => void): void {
   // The title ends with the services the suite needs, so the CI log names them: "… [PostgreSQL, RabbitMQ]".
-  const name = services.length === 0 ? title : `${title} [${[...new Set(services)].map((s) => SERVICE_LABEL[s]).join(', ')}]`;
+  const labels = [...new Set(services)].map((s) => SERVICE_LABEL[s]);
+  const name = labels.length === 0 ? title : `${title} [${labels.join(', ')}]`;
   const missing = services.filter((s) => downServices().has(s));
   if (missing.length === 0) {
     describe(name, body);
