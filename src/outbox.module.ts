@@ -70,7 +70,7 @@ export class OutboxModule extends OutboxConfigurableModule {
         OutboxDeadLetters,
         OutboxCleanupScheduler,
       ],
-      exports: [OutboxService, OutboxHealthIndicator, IdempotencyService, OutboxPublisher, OutboxCleanupRegistry, OutboxDeadLetters, OutboxCleanupScheduler, OUTBOX_OPTIONS, OUTBOX_DATA_SOURCE, OutboxDatabase],
+      exports: [OutboxService, OutboxHealthIndicator, IdempotencyService, OutboxPublisher, OutboxCleanupRegistry, OutboxDeadLetters, OutboxCleanupScheduler],
     };
   }
 }
