@@ -7,7 +7,6 @@ import {
   Injectable,
   Post,
   SetMetadata,
-  UseFilters,
   UseInterceptors,
 } from '@nestjs/common';
 import type { CallHandler } from '@nestjs/common';
@@ -17,7 +16,6 @@ import {
   IDEMPOTENT_OPTIONS,
   IdempotencyInterceptor,
   IdempotencyProblemException,
-  IdempotencyProblemFilter,
   IdempotencyRecord,
   OutboxService,
 } from '../src';
@@ -80,12 +78,9 @@ class ApiClientInterceptor extends IdempotencyInterceptor {
   }
 }
 
+/** Applied as docs/idempotency.md shows. */
 const ClientIdempotent = () =>
-  applyDecorators(
-    SetMetadata(IDEMPOTENT_OPTIONS, {}),
-    UseInterceptors(ApiClientInterceptor),
-    UseFilters(IdempotencyProblemFilter),
-  );
+  applyDecorators(SetMetadata(IDEMPOTENT_OPTIONS, {}), UseInterceptors(ApiClientInterceptor));
 
 type Order = { reference: string; amount: number; nonce?: string; fail?: boolean };
 
