@@ -16,6 +16,8 @@ export type {
   OutboxCleanupOptions,
   OutboxTransportName,
 } from './outbox.options';
+/** What `forRoot()` and `forRootAsync()` take, extras (`isGlobal`, `dataSource`) included. */
+export type { OutboxModuleRootOptions, OutboxModuleAsyncOptions } from './outbox.module-definition';
 /** The module-wide `idempotency` defaults, and what `@Idempotent()` takes per handler. */
 export type { IdempotencyDefaults, IdempotentOptions } from './idempotency/idempotency.options';
 
@@ -86,7 +88,17 @@ export { isDatabaseUnavailable } from './idempotency/database-unavailable';
 export { IdempotencyInterceptor } from './idempotency/idempotency.interceptor';
 export type { ResolvedIdempotentOptions, StoredResponse, IdempotentCall } from './idempotency/idempotency.interceptor';
 export { IDEMPOTENT_OPTIONS } from './idempotency/idempotency.constants';
+/** Sends the problems as `application/problem+json`; `@Idempotent()` applies it, a custom decorator can too. */
+export { IdempotencyProblemFilter } from './idempotency/idempotency-problem.filter';
 /** Plug another transaction owner in (`transactions:` option); nestjs-cls's adapter is built in. */
 export type { OutboxTransactionSource, OutboxTransactionContext } from './transaction/transaction.types';
 export { ClsTransactionSource } from './transaction/cls-transaction-source';
 export type { ClsTransactionSourceOptions } from './transaction/cls-transaction-source';
+
+// Types that appear in the `protected` steps of the extensible classes (OutboxPublisher, IdempotencyInterceptor):
+// exported so that a subclass can name them. Types only. The internals those classes hold (the database hub, the
+// idempotency service) stay unexported on purpose: the API report lists them as forgotten exports.
+export type { ResolvedOutboxOptions } from './outbox.options';
+export type { IdempotencyAttempt, StoredIdempotencyRecord } from './idempotency/idempotency-store';
+export type { ClaimedOutboxRow, OutboxFailure } from './dialects/outbox-dialect';
+export type { ClaimedBatch, BatchOutcome } from './publisher/publish-pass';
