@@ -300,7 +300,17 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
       headers: record.headers ?? null,
       key: record.ordering_key ?? null,
       attempts: Number(record.attempts),
+      ...(record.age_ms === undefined || record.age_ms === null ? {} : { ageMs: Math.max(0, Number(record.age_ms)) }),
     };
+  }
+
+  /**
+   * The claimed row's age on the database clock (now − `created_at`, in ms), as the column `age_ms` of a claim's
+   * result: the publisher adds the time to the broker's confirmation to report the commit-to-publish delay.
+   */
+  protected claimedAge(alias?: string): string {
+    const column = alias ? `${alias}.${this.quote('created_at')}` : this.quote('created_at');
+    return `${this.nowMs} - ${column} AS ${this.quote('age_ms')}`;
   }
 
   /**

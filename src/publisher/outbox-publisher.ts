@@ -25,12 +25,14 @@ import {
   LEASE_SAFETY_MS,
   OutboxPassResult,
   outgoingMessage,
+  publishedEntry,
   publishInKeyOrder,
   writeOutcome,
 } from './publish-pass';
 import { PublisherClient } from './publisher-client';
 import { PublisherEventEmitter } from './publisher-event-emitter';
 import { PublisherLoop } from './publisher-loop';
+import { startProducerSpan } from './producer-span';
 
 /**
  * Relays due outbox rows to the broker. Each pass claims a batch (an exclusive claim under row locks, with a lease
@@ -215,16 +217,22 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     rows: ClaimedOutboxRow[],
     leaseDeadline: number,
   ): Promise<BatchOutcome> {
-    const outcome: BatchOutcome = { sent: [], failures: [], unstarted: [] };
+    const timings = new Map<string, { durationMs: number; confirmedAt: number }>();
+    const outcome: BatchOutcome = { sent: [], failures: [], unstarted: [], timings };
     const timeoutMs = this.options.publisher.publishTimeout;
     const mayStart = () => !this.loop.stopped && Date.now() + timeoutMs + LEASE_SAFETY_MS <= leaseDeadline;
     await publishInKeyOrder(rows, outcome, mayStart, async (row) => {
+      const started = performance.now();
       try {
         await this.publish(client, row);
+        const confirmedAt = performance.now();
+        timings.set(row.seq, { durationMs: confirmedAt - started, confirmedAt });
         outcome.sent.push(row);
         return true;
       } catch (error) {
-        outcome.failures.push({ row, failure: this.toFailure(row, error) });
+        const failure = this.toFailure(row, error);
+        failure.durationMs ??= performance.now() - started;
+        outcome.failures.push({ row, failure });
         return false;
       }
     });
@@ -238,12 +246,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     const failures = outcome.failures.map((f) => f.failure);
     if (fenced > 0) this.reportLostLease(owner, rows, fenced);
     if (outcome.sent.length > 0 && this.emitter.isWatched('published')) {
-      const messages = outcome.sent.map(({ messageId, pattern, key, attempts }) => ({
-        messageId,
-        pattern,
-        key,
-        attempts,
-      }));
+      const messages = outcome.sent.map((row) => publishedEntry(row, outcome.timings?.get(row.seq)));
       this.emitEvent('published', { owner, messages });
     }
     if (outcome.sent.length > 0) this.unreachableStreak = 0;
@@ -253,10 +256,23 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     return { claimed: rows.length, published: marked, failed: failures.length, fenced, released };
   }
 
-  /** Publishes one row and resolves once the transport has confirmed it (or rejects on error / timeout). */
+  /**
+   * Publishes one row and resolves once the transport has confirmed it (or rejects on error / timeout). A row that
+   * carries a trace context is published in a `PRODUCER` span (see `startProducerSpan()`), whose context the
+   * message carries on to the consumer.
+   */
   protected async publish(client: ClientProxy, row: ClaimedOutboxRow): Promise<void> {
-    const record = this.client.transport!.toRecord(outgoingMessage(row));
-    await dispatchWithin(client, row.pattern, record, this.options.publisher.publishTimeout);
+    const transport = this.client.transport!;
+    const message = outgoingMessage(row);
+    const span = startProducerSpan(message, transport.name);
+    try {
+      const record = transport.toRecord(message);
+      await dispatchWithin(client, row.pattern, record, this.options.publisher.publishTimeout);
+    } catch (error) {
+      span?.fail(error);
+      throw error;
+    }
+    span?.end();
   }
 
   /**
