@@ -55,3 +55,7 @@ export type { OutboxHealthThresholds, OutboxHealthDetails } from './health/outbo
 export { OUTBOX_CHANNELS } from './events/outbox-channels';
 export type { OutboxPublishedEvent } from './events/publisher-events';
 export { OutboxTraceInterceptor } from './tracing/outbox-trace.interceptor';
+export { OutboxMetrics } from './observability/outbox-metrics';
+export { OUTBOX_METER, OUTBOX_METRICS } from './observability/metric-names';
+export type { OutboxMetricsOptions, OutboxMeterProviderLike } from './outbox.options';
+export type { OutboxPublishedMessage, OutboxRequeuedEvent } from './events/publisher-events';

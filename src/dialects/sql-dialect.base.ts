@@ -186,6 +186,23 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
     return affected;
   }
 
+  async countDeadByPattern(
+    manager: EntityManager,
+    table: string,
+    messageIds: DeadSelection,
+  ): Promise<Array<{ pattern: string; count: number }>> {
+    if (messageIds && messageIds.length === 0) return [];
+    const q = (c: string) => this.quote(c);
+    const params = messageIds ? [...messageIds] : [];
+    const { records } = await this.execute(
+      manager,
+      `SELECT ${q('pattern')} AS ${q('pattern')}, COUNT(*) AS ${q('n')} FROM ${this.quoteTable(table)} ` +
+        `WHERE ${q('status')} = 'dead'${this.idFilter(params)} GROUP BY ${q('pattern')}`,
+      params,
+    );
+    return records.map((r) => ({ pattern: String(r.pattern), count: Number(r.n) }));
+  }
+
   async purgeDead(manager: EntityManager, table: string, messageIds: DeadSelection): Promise<number> {
     if (messageIds && messageIds.length === 0) return 0;
     const q = (c: string) => this.quote(c);

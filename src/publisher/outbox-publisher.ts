@@ -8,9 +8,9 @@ import type { ClaimedOutboxRow, OutboxFailure } from '../dialects/outbox-dialect
 import { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxWakeup, resolveWakeup } from '../dialects/resolve-wakeup';
 import { OutboxConfigurationError } from '../errors';
-import type { OutboxPublisherEvents } from '../events/publisher-events';
+import type { OutboxPublisherEvents, OutboxRequeuedEvent } from '../events/publisher-events';
 import { OUTBOX_OPTIONS, OUTBOX_PUBLISHER_JOB } from '../outbox.constants';
-import type { ResolvedOutboxOptions } from '../outbox.options';
+import type { OutboxTransportName, ResolvedOutboxOptions } from '../outbox.options';
 import { outsideTransactionContext } from '../transaction/transaction-context';
 import { runOnConnection } from '../transaction/transaction-runner';
 import { SerialQueue } from '../util/serial-queue';
@@ -50,7 +50,8 @@ import { startProducerSpan } from './producer-span';
  * a pass (`publish-pass.ts`), failure reporting (`failure-log.ts`), events (`publisher-event-emitter.ts`) and the
  * client lookup (`publisher-client.ts`).
  *
- * Events (`publisher.on(name, listener)`): `published`, `leaseLost`, `dead`, `retry` — see `OutboxPublisherEvents`.
+ * Events (`publisher.on(name, listener)`): `published`, `leaseLost`, `dead`, `retry`, `requeued` — see
+ * `OutboxPublisherEvents`.
  */
 @Injectable()
 export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy {
@@ -96,6 +97,11 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     return ds && ds !== 'default' ? `${OUTBOX_PUBLISHER_JOB}:${ds}` : OUTBOX_PUBLISHER_JOB;
   }
 
+  /** The transport messages are built for (`rmq`, `tcp`, …), once the client has been resolved. */
+  get transportName(): OutboxTransportName | undefined {
+    return this.client.transport?.name;
+  }
+
   /** Subscribes to a publisher event. */
   on<E extends keyof OutboxPublisherEvents>(event: E, listener: (payload: OutboxPublisherEvents[E]) => void): this {
     this.events.on(event, listener);
@@ -106,6 +112,16 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   off<E extends keyof OutboxPublisherEvents>(event: E, listener: (payload: OutboxPublisherEvents[E]) => void): this {
     this.events.off(event, listener);
     return this;
+  }
+
+  /** True when `event` has a listener or a diagnostics-channel subscriber (so building its payload is worth it). */
+  isWatched(event: keyof OutboxPublisherEvents): boolean {
+    return this.emitter.isWatched(event);
+  }
+
+  /** Reports dead messages made pending again (the `requeued` event); called by `OutboxDeadLetters.requeue()`. */
+  reportRequeued(event: OutboxRequeuedEvent): void {
+    this.emitEvent('requeued', event);
   }
 
   /** Sends an event to its listeners and its diagnostics channel (a listener that throws is logged). */

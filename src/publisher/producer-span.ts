@@ -20,6 +20,11 @@ const MESSAGING_SYSTEM: Record<OutboxTransportName, string> = {
   tcp: 'tcp',
 };
 
+/** The `messaging.system` attribute of a transport (`rmq` → `rabbitmq`; the transport's name otherwise). */
+export function messagingSystem(transport: OutboxTransportName): string {
+  return MESSAGING_SYSTEM[transport] ?? transport;
+}
+
 /**
  * Starts the `PRODUCER` span of one publish (`send {pattern}`), a child of the trace context the row carries (the
  * span active at `emit()`), and puts the producer span's context into `message.headers` in its place, so the
@@ -43,7 +48,7 @@ export function startProducerSpan(
         'messaging.operation.name': 'send',
         'messaging.destination.name': message.pattern,
         'messaging.message.id': message.messageId,
-        ...(transport ? { 'messaging.system': MESSAGING_SYSTEM[transport] } : {}),
+        ...(transport ? { 'messaging.system': messagingSystem(transport) } : {}),
         ...(message.key === null ? {} : { 'outbox.key': message.key }),
       },
     },
