@@ -1,0 +1,170 @@
+import { Transport } from '@nestjs/microservices';
+import { RmqRecordSerializer } from '@nestjs/microservices/serializers/rmq-record.serializer';
+import {
+  AggregationTemporality,
+  DataPoint,
+  Histogram,
+  MeterProvider,
+  MetricReader,
+  ResourceMetrics,
+} from '@opentelemetry/sdk-metrics';
+import { createServer, Server } from 'node:net';
+import { OUTBOX_METRICS, OutboxDeadLetters, OutboxPublisher } from '../src';
+import { OutboxDatabase } from '../src/dialects/outbox-database';
+import { deleteQueue, rmqClientOptions, uniqueQueue } from './helpers/consumers';
+import { DATABASE_LABEL, DatabaseKind } from './helpers/databases';
+import { useOutboxApp } from './helpers/e2e-fixture';
+import { freePort } from './helpers/ports';
+import { describeWith } from './helpers/services';
+
+/** A reader that collects on demand (what a Prometheus scrape does). */
+class TestReader extends MetricReader {
+  constructor() {
+    super({ aggregationTemporalitySelector: () => AggregationTemporality.CUMULATIVE });
+  }
+  protected async onForceFlush(): Promise<void> {}
+  protected async onShutdown(): Promise<void> {}
+}
+
+/** The client's serializer, made to throw for messages marked `poison` while `poisoned` holds. */
+class PoisonSerializer {
+  poisoned = true;
+  constructor(private readonly inner: { serialize(value: any): any } = { serialize: (value) => value }) {}
+  serialize(packet: any): any {
+    if (this.poisoned && JSON.stringify(packet).includes('"poison":true')) throw new Error('cannot encode poison');
+    return this.inner.serialize(packet);
+  }
+}
+
+type Point = DataPoint<unknown>;
+
+/** The data points of one instrument, by its name. */
+async function points(reader: TestReader, name: string): Promise<Point[]> {
+  const { resourceMetrics, errors } = await reader.collect();
+  expect(errors).toEqual([]);
+  return metricsOf(resourceMetrics).find((m) => m.descriptor.name === name)?.dataPoints ?? [];
+}
+
+function metricsOf(resource: ResourceMetrics) {
+  return resource.scopeMetrics.filter((s) => s.scope.name === 'nestjs-outbox').flatMap((s) => s.metrics);
+}
+
+/** Each point as `[attributes, value]` (a histogram's value is its count), sorted for a stable comparison. */
+function summary(list: Point[]): Array<[Record<string, unknown>, number]> {
+  return list
+    .map((p): [Record<string, unknown>, number] => [
+      p.attributes,
+      typeof p.value === 'number' ? p.value : (p.value as Histogram).count,
+    ])
+    .sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
+}
+
+const setups: Array<{ kind: DatabaseKind; broker: string; system: string; services: ('postgres' | 'rabbitmq')[] }> = [
+  { kind: 'sqlite', broker: 'TCP', system: 'tcp', services: [] },
+  { kind: 'postgres', broker: 'RabbitMQ', system: 'rabbitmq', services: ['postgres', 'rabbitmq'] },
+];
+
+for (const setup of setups) {
+  describeWith(setup.services, `OpenTelemetry metrics on ${DATABASE_LABEL[setup.kind]} → ${setup.broker}`, () => {
+    const reader = new TestReader();
+    const meterProvider = new MeterProvider({ readers: [reader] });
+    const serializer = new PoisonSerializer(setup.kind === 'postgres' ? new RmqRecordSerializer() : undefined);
+    let sink: Server | undefined;
+
+    const fx = useOutboxApp(setup.kind, async ({ defer }) => {
+      let client;
+      if (setup.system === 'rabbitmq') {
+        const queue = uniqueQueue('outbox-metrics');
+        defer(() => deleteQueue(queue));
+        client = rmqClientOptions(queue, undefined, { serializer });
+      } else {
+        // A TCP peer that accepts and discards what it is sent.
+        const port = await freePort();
+        sink = createServer((socket) => socket.resume());
+        await new Promise<void>((resolve) => sink!.listen(port, '127.0.0.1', resolve));
+        defer(() => new Promise((resolve) => sink!.close(resolve)));
+        client = { transport: Transport.TCP, options: { host: '127.0.0.1', port, serializer } };
+      }
+      defer(() => meterProvider.shutdown());
+      return {
+        client: client as any,
+        logger: false,
+        outbox: {
+          publisher: { enabled: false },
+          retry: { maxAttempts: 2, initialDelay: 0, maxDelay: 0, jitter: 0 },
+          metrics: { meterProvider },
+        },
+      };
+    });
+
+    it('counts 3 published, 1 failing until dead, its requeue and republish; backlog gauges from stats()', async () => {
+      const { outbox, app } = fx;
+      const publisher = app.get(OutboxPublisher);
+      const M = OUTBOX_METRICS;
+      await outbox.transaction(async () => {
+        for (let n = 1; n <= 3; n++) await outbox.emit('OrderPlaced', { n });
+        await outbox.emit('Poison', { poison: true });
+      });
+      const ds = { 'outbox.data_source': 'default' };
+      expect(summary(await points(reader, M.pending))).toEqual([[ds, 4]]);
+      expect(summary(await points(reader, M.due))).toEqual([[ds, 4]]);
+      expect(summary(await points(reader, M.inFlight))).toEqual([[ds, 0]]);
+      expect(summary(await points(reader, M.dead))).toEqual([[ds, 0]]);
+      const [age] = await points(reader, M.oldestPendingAge);
+      expect(age.value).toBeGreaterThanOrEqual(0);
+      // One query per collection for the five gauges.
+      const stats = jest.spyOn(app.get(OutboxDatabase).dialect, 'stats');
+      await reader.collect();
+      expect(stats).toHaveBeenCalledTimes(1);
+      stats.mockRestore();
+
+      // Pass 1: three sent, the poison fails (attempt 1, retried); pass 2: it fails again and is dead (maxAttempts 2).
+      await publisher.runPass();
+      await publisher.runPass();
+      expect(summary(await points(reader, M.dead))).toEqual([[ds, 1]]);
+      expect(summary(await points(reader, M.pending))).toEqual([[ds, 0]]);
+      expect(summary(await points(reader, M.oldestPendingAge))).toEqual([[ds, 0]]);
+
+      expect(await app.get(OutboxDeadLetters).requeue()).toBe(1);
+      expect(summary(await points(reader, M.dead))).toEqual([[ds, 0]]);
+      expect(summary(await points(reader, M.due))).toEqual([[ds, 1]]);
+      serializer.poisoned = false;
+      expect(await publisher.flush()).toBe(1);
+
+      const send = { 'messaging.operation.name': 'send', 'messaging.operation.type': 'send', 'messaging.system': setup.system };
+      const order = { ...send, 'messaging.destination.name': 'OrderPlaced' };
+      const poison = { ...send, 'messaging.destination.name': 'Poison' };
+      const failedPoison = { ...poison, 'error.type': 'Error' };
+      const expectedAttempts = [
+        [order, 3],
+        [poison, 1],
+        [failedPoison, 2],
+      ];
+      expect(summary(await points(reader, M.sentMessages))).toEqual(summary(expectedAttempts.map(asPoint)));
+      expect(summary(await points(reader, M.operationDuration))).toEqual(summary(expectedAttempts.map(asPoint)));
+      expect(summary(await points(reader, M.publishDelay))).toEqual(
+        summary([
+          asPoint([{ 'messaging.destination.name': 'OrderPlaced' }, 3]),
+          asPoint([{ 'messaging.destination.name': 'Poison' }, 1]),
+        ]),
+      );
+      const poisonError = { 'messaging.destination.name': 'Poison', 'error.type': 'Error' };
+      expect(summary(await points(reader, M.retried))).toEqual([
+        [{ ...poisonError, 'outbox.transport_unreachable': false }, 1],
+      ]);
+      expect(summary(await points(reader, M.deadLettered))).toEqual([[poisonError, 1]]);
+      expect(summary(await points(reader, M.requeued))).toEqual([[{ 'messaging.destination.name': 'Poison' }, 1]]);
+      expect(await points(reader, M.leaseLost)).toEqual([]);
+      for (const name of [M.pending, M.due, M.inFlight, M.dead]) {
+        expect([name, summary(await points(reader, name))]).toEqual([name, [[ds, 0]]]);
+      }
+      // Durations and delays are in seconds and not negative; the delay includes the time before the claim.
+      const [delay] = (await points(reader, M.publishDelay)).filter((p) => p.attributes['messaging.destination.name'] === 'OrderPlaced');
+      expect((delay.value as Histogram).min).toBeGreaterThanOrEqual(0);
+    });
+  });
+}
+
+function asPoint([attributes, value]: unknown[]): Point {
+  return { attributes, value } as Point;
+}
