@@ -72,7 +72,7 @@ export class OutboxModule extends OutboxConfigurableModule {
         OutboxCleanupScheduler,
         OutboxMetrics,
       ],
-      exports: [OutboxService, OutboxHealthIndicator, IdempotencyService, OutboxPublisher, OutboxCleanupRegistry, OutboxDeadLetters, OutboxCleanupScheduler, OUTBOX_OPTIONS, OUTBOX_DATA_SOURCE, OutboxDatabase],
+      exports: [OutboxService, OutboxHealthIndicator, IdempotencyService, OutboxPublisher, OutboxCleanupRegistry, OutboxDeadLetters, OutboxCleanupScheduler],
     };
   }
 }
