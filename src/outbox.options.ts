@@ -160,6 +160,7 @@ export interface OutboxMetricsOptions {
 
 /** Structural type of an OpenTelemetry `MeterProvider` (so the option needs no import of the optional peer). */
 export interface OutboxMeterProviderLike {
+  /** Returns the meter named `name` (the library asks for `nestjs-outbox`). */
   getMeter(name: string, version?: string, options?: object): unknown;
 }
 
