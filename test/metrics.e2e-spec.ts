@@ -1,3 +1,4 @@
+import { Body, Controller, Post } from '@nestjs/common';
 import { Transport } from '@nestjs/microservices';
 import { RmqRecordSerializer } from '@nestjs/microservices/serializers/rmq-record.serializer';
 import {
@@ -9,7 +10,8 @@ import {
   ResourceMetrics,
 } from '@opentelemetry/sdk-metrics';
 import { createServer, Server } from 'node:net';
-import { OUTBOX_METRICS, OutboxDeadLetters, OutboxPublisher } from '../src';
+import request from 'supertest';
+import { Idempotent, OUTBOX_METRICS, OutboxDeadLetters, OutboxPublisher } from '../src';
 import { OutboxDatabase } from '../src/dialects/outbox-database';
 import { deleteQueue, rmqClientOptions, uniqueQueue } from './helpers/consumers';
 import { DATABASE_LABEL, DatabaseKind } from './helpers/databases';
@@ -37,6 +39,18 @@ class PoisonSerializer {
 }
 
 type Point = DataPoint<unknown>;
+
+/** An idempotent route that writes nothing to the outbox (the relay's counts stay those of the first test). */
+@Controller('payments')
+class PaymentsController {
+  runs = 0;
+  @Post()
+  @Idempotent()
+  pay(@Body() body: { amount: number }) {
+    this.runs++;
+    return { paid: body.amount, run: this.runs };
+  }
+}
 
 /** The data points of one instrument, by its name. */
 async function points(reader: TestReader, name: string): Promise<Point[]> {
@@ -89,6 +103,7 @@ for (const setup of setups) {
       return {
         client: client as any,
         logger: false,
+        controllers: [PaymentsController],
         outbox: {
           publisher: { enabled: false },
           retry: { maxAttempts: 2, initialDelay: 0, maxDelay: 0, jitter: 0 },
@@ -161,6 +176,30 @@ for (const setup of setups) {
       // Durations and delays are in seconds and not negative; the delay includes the time before the claim.
       const [delay] = (await points(reader, M.publishDelay)).filter((p) => p.attributes['messaging.destination.name'] === 'OrderPlaced');
       expect((delay.value as Histogram).min).toBeGreaterThanOrEqual(0);
+    });
+
+    it('counts idempotency outcomes per route: executed, replayed, 422 mismatch, 400 invalid', async () => {
+      const { app } = fx;
+      const M = OUTBOX_METRICS;
+      const server = app.getHttpServer();
+      const post = (key: string, amount: number) =>
+        request(server).post('/payments').set('Idempotency-Key', key).send({ amount });
+      expect((await post('pay-1', 10)).status).toBe(201);
+      const replay = await post('pay-1', 10);
+      expect(replay.status).toBe(201);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect((await post('pay-1', 99)).status).toBe(422);
+      expect((await post('', 10)).status).toBe(400);
+      expect(app.get(PaymentsController).runs).toBe(1);
+      const route = { 'outbox.idempotency.consumer': 'PaymentsController.pay', 'outbox.idempotency.kind': 'http' };
+      expect(summary(await points(reader, M.idempotency))).toEqual(
+        summary([
+          asPoint([{ ...route, 'outbox.idempotency.outcome': 'executed' }, 1]),
+          asPoint([{ ...route, 'outbox.idempotency.outcome': 'replayed' }, 1]),
+          asPoint([{ ...route, 'outbox.idempotency.outcome': 'mismatch' }, 1]),
+          asPoint([{ ...route, 'outbox.idempotency.outcome': 'invalid' }, 1]),
+        ]),
+      );
     });
   });
 }

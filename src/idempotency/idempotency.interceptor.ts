@@ -16,6 +16,7 @@ import { PATTERN_HANDLER_METADATA } from '@nestjs/microservices/constants';
 import { lastValueFrom, Observable, of } from 'rxjs';
 import { getOutboxMessageId } from '../transports/incoming-message-id';
 import { toPlain } from './class-transformer.loader';
+import { outcomeOfStatus, reportIdempotencyOutcome } from '../events/idempotency-channel';
 import { isDatabaseUnavailable } from './database-unavailable';
 import { fingerprintOf } from './fingerprint';
 import { rememberIdempotencyKey } from './idempotency-key.decorator';
@@ -219,6 +220,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /** Sends the stored response again, marked `Idempotent-Replayed: true`. The handler does not run. */
   protected replay(context: ExecutionContext, record: StoredIdempotencyRecord): Observable<unknown> {
+    reportIdempotencyOutcome('replayed', this.optionsOf(context).consumer, 'http');
     const response = context.switchToHttp().getResponse();
     setHeader(response, IDEMPOTENT_REPLAYED_HEADER, 'true');
     if (record.headers) {
@@ -248,7 +250,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
         await attempt.commitWithoutRecord();
         return of(value);
       }
-      if (await attempt.commit({ fingerprint: call.fingerprint, ttl: call.options.ttl, ...stored })) return of(value);
+      if (await attempt.commit({ fingerprint: call.fingerprint, ttl: call.options.ttl, ...stored })) {
+        reportIdempotencyOutcome('executed', call.options.consumer, 'http');
+        return of(value);
+      }
       return await this.afterLostRace(call, (record) => this.answerStoredHttp(context, record, call), () => {
         throw this.reject(context, inFlightProblem(call.options.header, call.options.retryAfter));
       });
@@ -278,7 +283,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /** The exception to throw for a refused request (answered as problem+json by `IdempotencyProblemFilter`). */
-  protected reject(_context: ExecutionContext, problem: IdempotencyProblemException): IdempotencyProblemException {
+  protected reject(context: ExecutionContext, problem: IdempotencyProblemException): IdempotencyProblemException {
+    reportIdempotencyOutcome(outcomeOfStatus(problem.problem.status), this.optionsOf(context).consumer, 'http');
     return problem;
   }
 
@@ -338,6 +344,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       throw error;
     }
     if (await attempt.commit({ fingerprint: call.fingerprint, ttl: call.options.ttl, status: null, body, headers: null })) {
+      reportIdempotencyOutcome('executed', call.options.consumer, 'rpc');
       this.settle(context, call.options, 'ack');
       return of(value);
     }
@@ -373,6 +380,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     } else {
       this.logger.debug(`${call.scope}: skipped message ${call.key}, already handled.`);
     }
+    reportIdempotencyOutcome('duplicate_skipped', call.options.consumer, 'rpc');
     this.settle(context, call.options, 'ack');
     return of(record.body === null ? undefined : JSON.parse(record.body));
   }
@@ -383,6 +391,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * (`@MessagePattern`, so the caller can retry) or skipped with a warning.
    */
   protected deferInFlight(context: ExecutionContext, call: IdempotentCall): Observable<unknown> {
+    reportIdempotencyOutcome('in_flight', call.options.consumer, 'rpc');
     if (this.isMessagePattern(context)) {
       throw new RpcException({ status: 'error', code: 'idempotency-key-in-use', message: `Message ${call.key} is being handled right now; retry later.` });
     }

@@ -15,6 +15,7 @@ import { messagingSystem } from '../publisher/producer-span';
 import { runOnConnection } from '../transaction/transaction-runner';
 import { describeError } from '../util/describe-error';
 import { loadOpenTelemetry } from '../util/opentelemetry';
+import { countIdempotencyOutcomes } from './idempotency-metrics';
 import { DELAY_BUCKETS, DURATION_BUCKETS, OUTBOX_METER, OUTBOX_METRICS } from './metric-names';
 
 /** The relay's instruments. */
@@ -33,7 +34,8 @@ interface RelayInstruments {
  * The relay's OpenTelemetry metrics (meter `nestjs-outbox`; see `OUTBOX_METRICS`): counters and histograms fed by the
  * publisher's events (`published`, `retry`, `dead`, `requeued`, `leaseLost`), and the backlog as observable gauges
  * read together, at each collection, with one indexed query (`stats()`). Does nothing when `metrics` is off or
- * `@opentelemetry/api` is not installed. One per `OutboxModule` import: gauges carry `outbox.data_source`.
+ * `@opentelemetry/api` is not installed. One per `OutboxModule` import: gauges carry `outbox.data_source`. Also
+ * counts `@Idempotent()` outcomes (`countIdempotencyOutcomes()`).
  */
 @Injectable()
 export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
@@ -54,12 +56,14 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
     const meter = provider.getMeter(OUTBOX_METER) as Meter;
     const instruments = this.createInstruments(meter);
     const listeners = this.listen(instruments);
+    const idempotency = countIdempotencyOutcomes(meter);
     const { pending, due, inFlight, dead, oldestAge } = instruments.backlog;
     const observe: BatchObservableCallback = (result) => this.observeBacklog(result, instruments);
     meter.addBatchObservableCallback(observe, [pending, due, inFlight, dead, oldestAge]);
     this.stop = () => {
       meter.removeBatchObservableCallback(observe, [pending, due, inFlight, dead, oldestAge]);
       listeners();
+      idempotency();
     };
   }
 
