@@ -30,6 +30,7 @@ export const OUTBOX_IDEMPOTENCY_CHANNEL = 'nestjs-outbox:idempotency';
 
 const outcomes = channel(OUTBOX_IDEMPOTENCY_CHANNEL);
 
+
 /** Publishes an outcome, if anyone listens (nothing is built otherwise). */
 export function reportIdempotencyOutcome(outcome: IdempotencyOutcome, consumer: string, kind: 'http' | 'rpc'): void {
   if (outcomes.hasSubscribers) outcomes.publish({ outcome, consumer, kind } satisfies OutboxIdempotencyEvent);
