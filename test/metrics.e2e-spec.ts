@@ -1,5 +1,5 @@
 import { Body, Controller, Post } from '@nestjs/common';
-import { Transport } from '@nestjs/microservices';
+import { EventPattern, MicroserviceOptions, Transport } from '@nestjs/microservices';
 import { RmqRecordSerializer } from '@nestjs/microservices/serializers/rmq-record.serializer';
 import {
   AggregationTemporality,
@@ -11,12 +11,13 @@ import {
 } from '@opentelemetry/sdk-metrics';
 import { createServer, Server } from 'node:net';
 import request from 'supertest';
-import { Idempotent, OUTBOX_METRICS, OutboxDeadLetters, OutboxPublisher } from '../src';
+import { Idempotent, OUTBOX_METRICS, OutboxDeadLetters, OutboxEnvelopeDeserializer, OutboxPublisher, OutboxService } from '../src';
+import { deliverEveryMessageTwice } from '../src/testing';
 import { OutboxDatabase } from '../src/dialects/outbox-database';
 import { deleteQueue, rmqClientOptions, uniqueQueue } from './helpers/consumers';
 import { DATABASE_LABEL, DatabaseKind } from './helpers/databases';
-import { useOutboxApp } from './helpers/e2e-fixture';
-import { freePort } from './helpers/ports';
+import { useOutboxApp, useTestDatabase } from './helpers/e2e-fixture';
+import { freePort, waitFor } from './helpers/ports';
 import { describeWith } from './helpers/services';
 
 /** A reader that collects on demand (what a Prometheus scrape does). */
@@ -203,6 +204,55 @@ for (const setup of setups) {
     });
   });
 }
+
+/** A message consumer guarded by `@Idempotent()`. */
+@Controller()
+class PaidConsumer {
+  runs = 0;
+  @EventPattern('Paid')
+  @Idempotent()
+  onPaid() {
+    this.runs++;
+  }
+}
+
+describe(`OpenTelemetry metrics of a consumer's @Idempotent() on ${DATABASE_LABEL.sqlite} → TCP`, () => {
+  const fx = useTestDatabase('sqlite');
+
+  it('counts a message delivered twice as executed once and duplicate_skipped once', async () => {
+    const reader = new TestReader();
+    const meterProvider = new MeterProvider({ readers: [reader] });
+    fx.defer(() => meterProvider.shutdown());
+    const port = await freePort();
+    const app = await fx.start({
+      client: { transport: Transport.TCP, options: { host: '127.0.0.1', port } } as never,
+      outbox: { publisher: { enabled: false }, metrics: { meterProvider } },
+      controllers: [PaidConsumer],
+      adjust: deliverEveryMessageTwice,
+      logger: false,
+      beforeInit: async (nest) => {
+        nest.connectMicroservice<MicroserviceOptions>({
+          transport: Transport.TCP,
+          options: { host: '127.0.0.1', port, deserializer: new OutboxEnvelopeDeserializer() },
+        });
+        await nest.startAllMicroservices();
+      },
+    });
+    const outbox = app.get(OutboxService);
+    await outbox.transaction(() => outbox.emit('Paid', { amount: 5 }));
+    expect(await app.get(OutboxPublisher).flush()).toBe(1);
+    const consumer = { 'outbox.idempotency.consumer': 'PaidConsumer.onPaid', 'outbox.idempotency.kind': 'rpc' };
+    const outcomes = async () => summary(await points(reader, OUTBOX_METRICS.idempotency));
+    await waitFor(async () => (await outcomes()).reduce((n, [, v]) => n + v, 0) === 2, 'both deliveries to be handled');
+    expect(await outcomes()).toEqual(
+      summary([
+        asPoint([{ ...consumer, 'outbox.idempotency.outcome': 'executed' }, 1]),
+        asPoint([{ ...consumer, 'outbox.idempotency.outcome': 'duplicate_skipped' }, 1]),
+      ]),
+    );
+    expect(app.get(PaidConsumer).runs).toBe(1);
+  });
+});
 
 function asPoint([attributes, value]: unknown[]): Point {
   return { attributes, value } as Point;
