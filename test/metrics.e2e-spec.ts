@@ -11,7 +11,14 @@ import {
 } from '@opentelemetry/sdk-metrics';
 import { createServer, Server } from 'node:net';
 import request from 'supertest';
-import { Idempotent, OUTBOX_METRICS, OutboxDeadLetters, OutboxEnvelopeDeserializer, OutboxPublisher, OutboxService } from '../src';
+import {
+  Idempotent,
+  OUTBOX_METRICS,
+  OutboxDeadLetters,
+  OutboxEnvelopeDeserializer,
+  OutboxPublisher,
+  OutboxService,
+} from '../src';
 import { deliverEveryMessageTwice } from '../src/testing';
 import { OutboxDatabase } from '../src/dialects/outbox-database';
 import { deleteQueue, rmqClientOptions, uniqueQueue } from './helpers/consumers';
@@ -147,7 +154,11 @@ for (const setup of setups) {
       serializer.poisoned = false;
       expect(await publisher.flush()).toBe(1);
 
-      const send = { 'messaging.operation.name': 'send', 'messaging.operation.type': 'send', 'messaging.system': setup.system };
+      const send = {
+        'messaging.operation.name': 'send',
+        'messaging.operation.type': 'send',
+        'messaging.system': setup.system,
+      };
       const order = { ...send, 'messaging.destination.name': 'OrderPlaced' };
       const poison = { ...send, 'messaging.destination.name': 'Poison' };
       const failedPoison = { ...poison, 'error.type': 'Error' };
@@ -175,7 +186,8 @@ for (const setup of setups) {
         expect([name, summary(await points(reader, name))]).toEqual([name, [[ds, 0]]]);
       }
       // Durations and delays are in seconds and not negative; the delay includes the time before the claim.
-      const [delay] = (await points(reader, M.publishDelay)).filter((p) => p.attributes['messaging.destination.name'] === 'OrderPlaced');
+      const delays = await points(reader, M.publishDelay);
+      const [delay] = delays.filter((p) => p.attributes['messaging.destination.name'] === 'OrderPlaced');
       expect((delay.value as Histogram).min).toBeGreaterThanOrEqual(0);
     });
 

@@ -125,7 +125,11 @@ export interface OutboxDialect {
   /** Makes dead rows pending again (attempts reset, due now). Resolves with the number requeued. */
   requeueDead(manager: EntityManager, table: string, messageIds: DeadSelection): Promise<number>;
   /** Counts dead rows per pattern (of the given message ids, or all): one grouped query. */
-  countDeadByPattern(manager: EntityManager, table: string, messageIds: DeadSelection): Promise<Array<{ pattern: string; count: number }>>;
+  countDeadByPattern(
+    manager: EntityManager,
+    table: string,
+    messageIds: DeadSelection,
+  ): Promise<Array<{ pattern: string; count: number }>>;
   /** Deletes dead rows. Resolves with the number deleted. */
   purgeDead(manager: EntityManager, table: string, messageIds: DeadSelection): Promise<number>;
   /**

@@ -76,7 +76,7 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
     const M = OUTBOX_METRICS;
     const messages = (description: string) => ({ unit: '{message}', description });
     return {
-      sent: meter.createCounter(M.sentMessages, messages('Publish attempts of outbox messages (error.type on failure)')),
+      sent: meter.createCounter(M.sentMessages, messages('Publish attempts of outbox messages (error.type: failed)')),
       duration: meter.createHistogram(M.operationDuration, {
         unit: 's',
         description: 'Duration of a publish, until the broker confirmed it or it failed',
@@ -128,7 +128,8 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
     };
     const leaseLost = ({ lost }: OutboxLeaseLostEvent) => i.leaseLost.add(lost);
     const p = this.publisher;
-    p.on('published', published).on('retry', retry).on('dead', dead).on('requeued', requeued).on('leaseLost', leaseLost);
+    p.on('published', published).on('retry', retry).on('dead', dead);
+    p.on('requeued', requeued).on('leaseLost', leaseLost);
     return () => {
       p.off('published', published).off('retry', retry).off('dead', dead).off('requeued', requeued);
       p.off('leaseLost', leaseLost);

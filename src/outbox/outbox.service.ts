@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { getDataSourceName } from '@nestjs/typeorm';
 import type { EntityManager } from 'typeorm';
 import { OutboxDuplicateMessageIdError, OutboxInvalidMessageError, OutboxNoTransactionError } from '../errors';

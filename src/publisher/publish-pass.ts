@@ -185,7 +185,8 @@ export function publishedEntry(row: ClaimedOutboxRow, timing: { durationMs: numb
     row.ageMs === undefined || row.claimedAt === undefined
       ? undefined
       : row.ageMs + Math.max(0, timing.confirmedAt - row.claimedAt);
-  return { messageId, pattern, key, attempts, publishDurationMs: timing.durationMs, ...(delayMs === undefined ? {} : { delayMs }) };
+  const publishDurationMs = timing.durationMs;
+  return { messageId, pattern, key, attempts, publishDurationMs, ...(delayMs === undefined ? {} : { delayMs }) };
 }
 
 /** Rows each completion statement changed, and how many it could not because the claim was lost (`fenced`). */
