@@ -15,7 +15,7 @@ async function main(): Promise<void> {
   logger.log(`Listening on http://localhost:${config.port}`);
   logger.log(`Database: ${config.databaseLabel}`);
   logger.log(`Broker:   ${config.broker.label}`);
-  logger.log('Try it: npm run sample:demo   (or see "Sample" in README.md for curl commands)');
+  logger.log('Try it: npm run sample:demo   (or see docs/sample.md for curl commands)');
 }
 
 main().catch((error) => {

@@ -11,6 +11,7 @@ import { freePort, waitFor } from './helpers/ports';
 import {
   classSnippets,
   quickStartFiles,
+  readDocumentation,
   readReadme,
   ReadmeSnippet,
   SNIPPET_PLACEHOLDERS,
@@ -21,8 +22,8 @@ import { describeWith } from './helpers/services';
 /**
  * The README tested as written. The quick start's ```ts blocks are copied out of README.md (each under the file
  * name its first line gives) into a temp app that has the packed package installed (built and packed as
- * test/package.e2e-spec.ts does), together with every other README block that declares a full class (the rule is
- * in test/helpers/readme-snippets.ts). `tsc` type-checks them all and compiles the app; the app then boots on a
+ * test/package.e2e-spec.ts does), together with every other block of README.md, CONTRIBUTING.md and docs/*.md that
+ * declares a full class (the rule is in test/helpers/readme-snippets.ts); a type error names the Markdown file and line. `tsc` type-checks them all and compiles the app; the app then boots on a
  * fresh PostgreSQL database and RabbitMQ (a queue of its own) and takes a retried `POST /orders` and its event.
  */
 const run = promisify(execFile);
@@ -44,7 +45,10 @@ describeWith(
       app = join(work, 'app');
       installPackedApp(app, buildAndPack(work), 'outbox-readme-app');
       const readme = readReadme();
-      snippets = [...quickStartFiles(readme), ...classSnippets(readme)];
+      snippets = [
+        ...quickStartFiles(readme),
+        ...readDocumentation().flatMap((doc) => classSnippets(doc.text, doc.path)),
+      ];
       for (const snippet of snippets) writeFileSync(join(app, snippet.file), snippet.code);
       writeFileSync(join(app, 'readme-placeholders.d.ts'), SNIPPET_PLACEHOLDERS);
       writeFileSync(
@@ -95,18 +99,27 @@ describeWith(
       ]) {
         expect(files).toContain(file);
       }
-      // Idempotency keys (HTTP + messages), nestjs-cls, Health, OpenTelemetry: at least these declare a full class.
-      expect(files.filter((f) => f.startsWith('readme-L')).length).toBeGreaterThanOrEqual(5);
+      // docs/: idempotency keys (HTTP + messages), nestjs-cls, health, OpenTelemetry declare a full class each.
+      const sources = snippets.filter((s) => /-L\d+\.ts$/.test(s.file)).map((s) => s.source);
+      for (const source of [
+        'docs/idempotency.md',
+        'docs/transactions-cls.md',
+        'docs/health.md',
+        'docs/events-and-tracing.md',
+      ]) {
+        expect(sources).toContain(source);
+      }
+      expect(sources.length).toBeGreaterThanOrEqual(5);
     });
 
-    it('type-checks the quick start and every README snippet declaring a class (tsc --strict, nodenext)', async () => {
+    it('type-checks the quick start and every docs snippet declaring a class (tsc --strict, nodenext)', async () => {
       const tsc = require.resolve('typescript/bin/tsc');
       try {
         await run(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: app });
       } catch (error) {
         const { stdout, stderr } = error as { stdout?: string; stderr?: string };
         throw new Error(
-          `README snippets do not type-check:\n${toReadmeLines(`${stdout ?? ''}${stderr ?? ''}`, snippets)}`,
+          `README/docs snippets do not type-check:\n${toReadmeLines(`${stdout ?? ''}${stderr ?? ''}`, snippets)}`,
         );
       }
     });

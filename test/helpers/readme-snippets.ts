@@ -1,14 +1,22 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from './packed-package';
 
-/** One ```ts block of README.md. */
+/** One ```ts block of README.md, CONTRIBUTING.md or docs/*.md. */
 export interface ReadmeSnippet {
   /** The file it is written to in the temp app. */
   file: string;
-  /** README.md line of the block's first code line (line 1 of `file`). */
+  /** The Markdown file it comes from, relative to the repository (`README.md`, `docs/health.md`). */
+  source: string;
+  /** Line of `source` of the block's first code line (line 1 of `file`). */
   line: number;
   code: string;
+}
+
+/** A Markdown file of the repository: its path relative to the repository, and its text. */
+export interface MarkdownFile {
+  path: string;
+  text: string;
 }
 
 const FENCE = /^```ts\n([\s\S]*?)^```$/gm;
@@ -21,6 +29,18 @@ const DECORATOR_LINE = /^@\w+/m;
 
 export function readReadme(): string {
   return readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+}
+
+/** The documentation whose snippets and links are tested: README.md, CONTRIBUTING.md and docs/*.md. */
+export function readDocumentation(root = REPO_ROOT): MarkdownFile[] {
+  const docs = readdirSync(join(root, 'docs'))
+    .filter((name) => name.endsWith('.md'))
+    .sort()
+    .map((name) => `docs/${name}`);
+  return ['README.md', 'CONTRIBUTING.md', ...docs].map((path) => ({
+    path,
+    text: readFileSync(join(root, path), 'utf8'),
+  }));
 }
 
 /**
@@ -48,22 +68,26 @@ export function quickStartFiles(readme: string): ReadmeSnippet[] {
     .map((b) => {
       const name = FILE_NAME.exec(b.code)?.[1];
       if (!name) throw new Error(`README.md line ${b.line}: a quick start block must start with "// <file>.ts"`);
-      return { file: name, line: b.line, code: b.code };
+      return { file: name, source: 'README.md', line: b.line, code: b.code };
     });
 }
 
 /**
- * The ```ts blocks outside the quick start that declare a full class: the block has a `class` declaration and a
- * decorator, each at the start of a line (`@Controller()` / `export class X {`). Other blocks are fragments — a
- * method without its class (indented decorators, or decorators without a class line: the four cases), a call, an
- * options object — and are not compiled. Each checked block
- * is written to `readme-L<line>.ts`, a module of its own.
+ * The ```ts blocks of one Markdown file (outside README's quick start) that declare a full class: the block has a
+ * `class` declaration and a decorator, each at the start of a line (`@Controller()` / `export class X {`). Other
+ * blocks are fragments — a method without its class (indented decorators, or decorators without a class line: the
+ * four cases), a call, an options object — and are not compiled. Each checked block is written to
+ * `<source>-L<line>.ts` (`readme-L445.ts`, `docs-health-L12.ts`), a module of its own.
  */
-export function classSnippets(readme: string): ReadmeSnippet[] {
-  const [start, end] = section(readme, 'Quick start');
-  return blocks(readme)
+export function classSnippets(text: string, source = 'README.md'): ReadmeSnippet[] {
+  const [start, end] = source === 'README.md' ? section(text, 'Quick start') : [-1, -1];
+  const prefix = source
+    .replace(/\.md$/, '')
+    .replace(/[^\w]+/g, '-')
+    .toLowerCase();
+  return blocks(text)
     .filter((b) => (b.offset < start || b.offset > end) && CLASS_LINE.test(b.code) && DECORATOR_LINE.test(b.code))
-    .map((b) => ({ file: `readme-L${b.line}.ts`, line: b.line, code: `${b.code}export {};\n` }));
+    .map((b) => ({ file: `${prefix}-L${b.line}.ts`, source, line: b.line, code: `${b.code}export {};\n` }));
 }
 
 /**
@@ -71,7 +95,7 @@ export function classSnippets(readme: string): ReadmeSnippet[] {
  * idempotent payment does not declare the app's Payment entity). Everything else a snippet uses must be imported
  * by the snippet itself: from a package, or from a quick start file (`./entities`, `./app.module`).
  */
-export const SNIPPET_PLACEHOLDERS = `/** The reader's own app, as the README's snippets assume it (test/helpers/readme-snippets.ts). */
+export const SNIPPET_PLACEHOLDERS = `/** The reader's own app, as the docs' snippets assume it (test/helpers/readme-snippets.ts). */
 declare class Payment {
   id: number;
   amount: number;
@@ -92,10 +116,13 @@ declare interface OrderPlaced {
 }
 `;
 
-/** Rewrites `readme-L445.ts(12,3): error …` (and quick start file lines) into README.md lines. */
+/**
+ * Rewrites `docs-health-L12.ts(12,3): error …` (and quick start file lines) into lines of the Markdown file the
+ * block comes from: `docs/health.md:23:3 (docs-health-L12.ts): error …`.
+ */
 export function toReadmeLines(output: string, snippets: ReadmeSnippet[]): string {
   return output.replace(/^([\w.-]+\.ts)\((\d+),(\d+)\)/gm, (whole, file: string, line: string, col: string) => {
     const snippet = snippets.find((s) => s.file === file);
-    return snippet ? `README.md:${snippet.line + Number(line) - 1}:${col} (${file})` : whole;
+    return snippet ? `${snippet.source}:${snippet.line + Number(line) - 1}:${col} (${file})` : whole;
   });
 }

@@ -56,7 +56,6 @@ export function describeWith(services: ServiceName[], title: string, body: () =>
     return;
   }
   // Skipped only on a developer machine with the service stopped; CI fails before reaching this line.
-  // eslint-disable-next-line jest/no-disabled-tests
   describe(`${name} [SKIPPED: ${missing.join(', ')} not reachable]`, () => {
     it(`needs ${missing.join(', ')}`, () => {
       console.warn(`SKIPPED "${name}": ${missing.join(', ')} not reachable on this machine`);
