@@ -95,6 +95,16 @@ export type { OutboxTransactionSource, OutboxTransactionContext } from './transa
 export { ClsTransactionSource } from './transaction/cls-transaction-source';
 export type { ClsTransactionSourceOptions } from './transaction/cls-transaction-source';
 
+// ── Observability: OpenTelemetry metrics (the `metrics` option) and the relay's events they read ──────────────
+/** The relay's metrics provider, the meter's name and its instruments' names (see docs/observability.md). */
+export { OutboxMetrics } from './observability/outbox-metrics';
+export { OUTBOX_METER, OUTBOX_METRICS } from './observability/metric-names';
+export type { OutboxMetricsOptions, OutboxMeterProviderLike } from './outbox.options';
+export type { OutboxPublishedMessage, OutboxRequeuedEvent } from './events/publisher-events';
+/** `@Idempotent()` outcomes on `node:diagnostics_channel` (what `outbox.idempotency.requests` counts). */
+export { OUTBOX_IDEMPOTENCY_CHANNEL } from './events/idempotency-channel';
+export type { OutboxIdempotencyEvent, IdempotencyOutcome } from './events/idempotency-channel';
+
 // Types that appear in the `protected` steps of the extensible classes (OutboxPublisher, IdempotencyInterceptor):
 // exported so that a subclass can name them. Types only. The internals those classes hold (the database hub, the
 // idempotency service) stay unexported on purpose: the API report lists them as forgotten exports.

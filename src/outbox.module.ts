@@ -23,6 +23,7 @@ import { OutboxPublisher } from './publisher/outbox-publisher';
 import { OutboxTransactionSourceRegistrar } from './transaction/transaction-source.registrar';
 import { OutboxHealthIndicator } from './health/outbox-health.indicator';
 import { OutboxTracingLoader } from './tracing/outbox-tracing.loader';
+import { OutboxMetrics } from './observability/outbox-metrics';
 
 /**
  * The outbox: `OutboxService` (transactions + emit), the `OutboxMessage` entity (registered with
@@ -69,6 +70,7 @@ export class OutboxModule extends OutboxConfigurableModule {
         OutboxTracingLoader,
         OutboxDeadLetters,
         OutboxCleanupScheduler,
+        OutboxMetrics,
       ],
       exports: [OutboxService, OutboxHealthIndicator, IdempotencyService, OutboxPublisher, OutboxCleanupRegistry, OutboxDeadLetters, OutboxCleanupScheduler],
     };

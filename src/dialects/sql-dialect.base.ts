@@ -186,6 +186,23 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
     return affected;
   }
 
+  async countDeadByPattern(
+    manager: EntityManager,
+    table: string,
+    messageIds: DeadSelection,
+  ): Promise<Array<{ pattern: string; count: number }>> {
+    if (messageIds && messageIds.length === 0) return [];
+    const q = (c: string) => this.quote(c);
+    const params = messageIds ? [...messageIds] : [];
+    const { records } = await this.execute(
+      manager,
+      `SELECT ${q('pattern')} AS ${q('pattern')}, COUNT(*) AS ${q('n')} FROM ${this.quoteTable(table)} ` +
+        `WHERE ${q('status')} = 'dead'${this.idFilter(params)} GROUP BY ${q('pattern')}`,
+      params,
+    );
+    return records.map((r) => ({ pattern: String(r.pattern), count: Number(r.n) }));
+  }
+
   async purgeDead(manager: EntityManager, table: string, messageIds: DeadSelection): Promise<number> {
     if (messageIds && messageIds.length === 0) return 0;
     const q = (c: string) => this.quote(c);
@@ -300,7 +317,17 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
       headers: record.headers ?? null,
       key: record.ordering_key ?? null,
       attempts: Number(record.attempts),
+      ...(record.age_ms === undefined || record.age_ms === null ? {} : { ageMs: Math.max(0, Number(record.age_ms)) }),
     };
+  }
+
+  /**
+   * The claimed row's age on the database clock (now − `created_at`, in ms), as the column `age_ms` of a claim's
+   * result: the publisher adds the time to the broker's confirmation to report the commit-to-publish delay.
+   */
+  protected claimedAge(alias?: string): string {
+    const column = alias ? `${alias}.${this.quote('created_at')}` : this.quote('created_at');
+    return `${this.nowMs} - ${column} AS ${this.quote('age_ms')}`;
   }
 
   /**

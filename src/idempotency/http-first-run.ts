@@ -1,6 +1,7 @@
 import { Observable, of } from 'rxjs';
 import type { IdempotencyAttempt } from './idempotency-store';
 import type { IdempotentCall, StoredResponse } from './idempotent-call.types';
+import { reportIdempotencyOutcome } from '../events/idempotency-channel';
 
 /**
  * The first run of an HTTP request with a new key: the handler runs in the attempt's transaction, what the client
@@ -45,7 +46,10 @@ export async function runFirstRequest(
       await attempt.commitWithoutRecord();
       return of(value);
     }
-    if (await attempt.commit({ fingerprint: call.fingerprint, ttl: call.options.ttl, ...stored })) return of(value);
+    if (await attempt.commit({ fingerprint: call.fingerprint, ttl: call.options.ttl, ...stored })) {
+      reportIdempotencyOutcome('executed', call.options.consumer, 'http');
+      return of(value);
+    }
     return await steps.lostRace();
   } catch (error) {
     throw steps.failure(error);

@@ -27,6 +27,7 @@ import * as settlement from './message-settlement';
 import { isGuardedByOuterApplication } from './outer-application';
 import { JsonNestingTooDeepError, MAX_JSON_DEPTH } from './stable-json';
 import { captureResponse, parseBody, replayResponse } from './stored-response';
+import { outcomeOfStatus, reportIdempotencyOutcome } from '../events/idempotency-channel';
 
 export type { IdempotentCall, ResolvedIdempotentOptions, StoredResponse } from './idempotent-call.types';
 
@@ -161,6 +162,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /** Sends the stored response again, marked `Idempotent-Replayed: true`. The handler does not run. */
   protected replay(context: ExecutionContext, record: StoredIdempotencyRecord): Observable<unknown> {
+    reportIdempotencyOutcome('replayed', this.optionsOf(context).consumer, 'http');
     return of(replayResponse(context, record));
   }
 
@@ -200,7 +202,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /** The exception to throw for a refused request (answered as problem+json by `IdempotencyProblemFilter`). */
-  protected reject(_context: ExecutionContext, problem: IdempotencyProblemException): IdempotencyProblemException {
+  protected reject(context: ExecutionContext, problem: IdempotencyProblemException): IdempotencyProblemException {
+    reportIdempotencyOutcome(outcomeOfStatus(problem.problem.status), this.optionsOf(context).consumer, 'http');
     return problem;
   }
 
@@ -267,6 +270,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     call: IdempotentCall,
   ): Observable<unknown> {
     settlement.logDuplicate(this.logger, record, call);
+    reportIdempotencyOutcome('duplicate_skipped', call.options.consumer, 'rpc');
     this.settle(context, call.options, 'ack');
     return of(parseBody(record.body));
   }
@@ -277,6 +281,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * (`@MessagePattern`, so the caller can retry) or skipped with a warning.
    */
   protected deferInFlight(context: ExecutionContext, call: IdempotentCall): Observable<unknown> {
+    reportIdempotencyOutcome('in_flight', call.options.consumer, 'rpc');
     if (this.isMessagePattern(context)) throw settlement.inFlightError(call.key);
     settlement.logInFlight(this.logger, call, this.settle(context, call.options, 'requeue'));
     return of(undefined);

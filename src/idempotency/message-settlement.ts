@@ -8,6 +8,7 @@ import type { IdempotencyAttempt, StoredIdempotencyRecord } from './idempotency-
 import type { IdempotencyService } from './idempotency.service';
 import type { IdempotentCall, ResolvedIdempotentOptions } from './idempotent-call.types';
 import { serializeBody } from './stored-response';
+import { reportIdempotencyOutcome } from '../events/idempotency-channel';
 
 /**
  * How a message handled under `@Idempotent()` is settled with its broker: with `manualAck` (RabbitMQ, `noAck:
@@ -99,6 +100,7 @@ export async function runFirstDelivery(
   }
   const { fingerprint, options } = call;
   if (await attempt.commit({ fingerprint, ttl: options.ttl, status: null, body, headers: null })) {
+    reportIdempotencyOutcome('executed', options.consumer, 'rpc');
     steps.settle('ack');
     return of(value);
   }

@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { OutboxInvalidMessageError } from '../errors';
 import { OutboxPublisher } from '../publisher/outbox-publisher';
-import { runOnConnection } from '../transaction/transaction-runner';
+import { outsideTransactionContext } from '../transaction/transaction-context';
+import { runInTransaction, runOnConnection } from '../transaction/transaction-runner';
 import { redactSecrets } from '../util/redact-secrets';
 import { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxMessage } from '../schema/outbox-message.entity';
@@ -59,13 +60,29 @@ export class OutboxDeadLetters {
 
   /**
    * Makes dead messages pending again — the given message ids, or all dead messages when called without — with
-   * their attempts reset, due at once. Resolves with the number requeued and wakes the publisher.
+   * their attempts reset, due at once. Resolves with the number requeued and wakes the publisher. While someone
+   * watches the publisher's `requeued` event (metrics do), the rows are counted per pattern in the same transaction
+   * and the event reports them.
    */
   async requeue(messageIds?: readonly string[]): Promise<number> {
     const ids = this.checkIds('requeue', messageIds);
     const { dataSource, dialect, table } = this.database;
-    const count = await runOnConnection(dataSource, (m) => dialect.requeueDead(m, table, ids));
-    if (count > 0) this.publisher.wake();
+    if (!this.publisher.isWatched('requeued')) {
+      const count = await runOnConnection(dataSource, (m) => dialect.requeueDead(m, table, ids));
+      if (count > 0) this.publisher.wake();
+      return count;
+    }
+    // Someone counts requeues (metrics, a listener): count them per pattern in the requeue's own transaction.
+    const { count, patterns } = await outsideTransactionContext(() =>
+      runInTransaction(dataSource, async (m) => ({
+        patterns: await dialect.countDeadByPattern(m, table, ids),
+        count: await dialect.requeueDead(m, table, ids),
+      })),
+    );
+    if (count > 0) {
+      this.publisher.reportRequeued({ requeued: count, patterns });
+      this.publisher.wake();
+    }
     return count;
   }
 

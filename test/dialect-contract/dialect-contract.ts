@@ -105,6 +105,7 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
           headers: '{"tenant":"acme"}',
           key: 'k',
           attempts: 1,
+          ageMs: expect.any(Number),
         },
         {
           seq: expect.any(String),
@@ -114,6 +115,7 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
           headers: null,
           key: null,
           attempts: 1,
+          ageMs: expect.any(Number),
         },
         {
           seq: expect.any(String),
@@ -123,6 +125,7 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
           headers: null,
           key: 'k',
           attempts: 1,
+          ageMs: expect.any(Number),
         },
       ]);
       const seqs = rows.map((r) => BigInt(r.seq));
