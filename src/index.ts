@@ -26,6 +26,8 @@ export { OutboxKeyLock } from './schema/outbox-key-lock.entity';
 export { IdempotencyRecord } from './schema/idempotency-record.entity';
 export { CreateOutboxTables1764374400000 } from './schema/migrations/1764374400000-outbox-tables';
 export { CreateIdempotencyKeys1764460800000 } from './schema/migrations/1764460800000-idempotency-keys';
+export { OutboxAttempt, OUTBOX_ATTEMPTS_TABLE } from './schema/outbox-attempt.entity';
+export { AddOutboxAttempts1765152000000 } from './schema/migrations/1765152000000-outbox-attempts';
 
 // ── Producing: the business write and its event in one transaction ───────────────────────────────────────────
 /** `transaction()`, `emit()`, `manager`, `stats()`, `flush()`. */

@@ -1,6 +1,6 @@
 import { Column, Entity, Index, PrimaryGeneratedColumn } from 'typeorm';
 import { OUTBOX_TABLE } from '../outbox.constants';
-import { epochMsTransformer } from './epoch-ms.transformer';
+import { epochMsOrZero, epochMsTransformer } from './epoch-ms.transformer';
 import { declareSqliteIntegerKey } from './sqlite-bigint-key.patch';
 
 /** Name of the unique index on `message_id` (the entity's and the migration's). */
@@ -15,12 +15,14 @@ export type OutboxMessageStatus = 'pending' | 'sent' | 'dead';
  *
  * Indexes: `claim` serves the publisher's query (pending rows in write order, so history rows are never
  * scanned); `key` serves per-key ordering (only a key's unsent rows are probed); `cleanup` serves retention of
- * sent rows. Times are epoch milliseconds on the database clock.
+ * sent rows; `dead` serves the dead letters' pages (newest death first). Times are epoch milliseconds on the database
+ * clock.
  */
 @Entity(OUTBOX_TABLE)
 @Index('IDX_outbox_messages_claim', ['status', 'seq'])
 @Index('IDX_outbox_messages_key', ['key', 'status', 'seq'])
 @Index('IDX_outbox_messages_cleanup', ['status', 'sentAt'])
+@Index('IDX_outbox_messages_dead', ['status', 'deadAt', 'seq'])
 export class OutboxMessage {
   /** Write order. Also the primary key. */
   @PrimaryGeneratedColumn({ type: 'bigint', name: 'seq' })
@@ -71,6 +73,13 @@ export class OutboxMessage {
   /** End of the current claim's lease. */
   @Column({ type: 'bigint', nullable: true, name: 'claimed_until', transformer: epochMsTransformer })
   claimedUntil!: Date | null;
+
+  /**
+   * When the message went dead (epoch ms on the database clock); 0 while it is not dead (never NULL, so the dead
+   * letters' keyset pages see every row). Added by the `AddOutboxAttempts1765152000000` migration.
+   */
+  @Column({ type: 'bigint', name: 'dead_at', default: 0, transformer: epochMsOrZero })
+  deadAt!: Date | null;
 
   /** The last publish error, if any. */
   @Column({ type: 'text', nullable: true, name: 'last_error' })
