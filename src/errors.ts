@@ -76,3 +76,10 @@ export class OutboxDuplicateMessageIdError extends OutboxInvalidMessageError {
     super(message);
   }
 }
+
+/**
+ * A dead-letter query or operation (`OutboxDeadLetters`) was given an invalid filter, limit or cursor: an unknown
+ * filter field, a time that is not epoch milliseconds / a date, a cursor not returned by `page()`. Nothing was
+ * changed. A client's mistake: map it to 400.
+ */
+export class OutboxDeadLetterQueryError extends OutboxInvalidMessageError {}

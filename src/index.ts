@@ -67,6 +67,15 @@ export type { OutboxStats } from './dialects/outbox-dialect';
 /** List, requeue and purge dead messages. */
 export { OutboxDeadLetters } from './outbox/outbox-dead-letters.service';
 export type { ListDeadOptions } from './outbox/outbox-dead-letters.service';
+export type {
+  DeadLetterFilter,
+  DeadLetterTime,
+  DeadLetterPageQuery,
+  DeadLetterPage,
+  DeadLetterSummary,
+  OutboxMessageDetail,
+  OutboxAttemptRecord,
+} from './outbox/dead-letter.types';
 /** A `@nestjs/terminus` indicator of the backlog and the relay's lag. */
 export { OutboxHealthIndicator } from './health/outbox-health.indicator';
 export type { OutboxHealthThresholds, OutboxHealthDetails } from './health/outbox-health.indicator';

@@ -85,7 +85,7 @@ function schemaError(dataSource: string, problems: OutboxSchemaProblem[], needed
   const incomplete = problems.some((p) => !p.tableMissing);
   return new OutboxSchemaError(
     `nestjs-outbox cannot start: the DataSource '${dataSource}' lacks what it needs.\n${lines.join('\n')}\n` +
-      `Fix: run the shipped migration${migrations.length > 1 ? 's' : ''} ${migrations.join(' and ')} (exported by ` +
+      `Fix: run the shipped migration${migrations.length > 1 ? 's' : ''} ${listOf(migrations)} (exported by ` +
       "'nestjs-outbox': add them to the DataSource's `migrations` with `migrationsRun: true`, or run them with the " +
       'TypeORM CLI), or set `synchronize: true` in development.' +
       (incomplete ? ' A table that exists but lacks columns was not made by these migrations: add the columns.' : '') +
@@ -103,4 +103,9 @@ function migrationsFor(problem: OutboxSchemaProblem, table: NeededTable | undefi
   if (!later) return [table.migration];
   if (!problem.tableMissing && problem.missingColumns.every((c) => later.columns.includes(c))) return [later.migration];
   return [table.migration, later.migration];
+}
+
+/** `a`, `a and b`, `a, b and c`. */
+function listOf(items: readonly string[]): string {
+  return items.length <= 1 ? items.join('') : `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`;
 }
