@@ -83,6 +83,9 @@ export type { OutboxHealthThresholds, OutboxHealthDetails } from './health/outbo
 export { OutboxCleanupScheduler } from './cleanup/outbox-cleanup.scheduler';
 export { OutboxCleanupRegistry } from './scheduling/outbox-cleanup.registry';
 export type { OutboxCleanupTask } from './scheduling/outbox-cleanup.registry';
+/** A web page and JSON API to watch the backlog and lag and to requeue or purge dead letters (docs/console.md). */
+export { OutboxConsoleModule } from './console/outbox-console.module';
+export type { OutboxConsoleOptions } from './console/console.options';
 
 // ── Errors: each names what was wrong and the fix ────────────────────────────────────────────────────────────
 export * from './errors';
