@@ -78,11 +78,18 @@ for (const { kind, platform } of cases) {
       expect(missing.headers['content-type']).toMatch(/^application\/problem\+json/);
       expect((await http().get('/outbox-console/api/summary').set('x-console-token', 'wrong')).status).toBe(403);
       expect((await http().get('/outbox-console')).status).toBe(401);
-      expect((await http().post('/outbox-console/api/purge').set({ ...SAME_SITE, 'x-console-token': 'wrong' }).send({ filter: {} })).status).toBe(403);
+      expect(
+        (
+          await http()
+            .post('/outbox-console/api/purge')
+            .set({ ...SAME_SITE, 'x-console-token': 'wrong' })
+            .send({ filter: {} })
+        ).status,
+      ).toBe(403);
       expect(await app.get(OutboxDeadLetters).count()).toBe(5);
     });
 
-    it(`serves the page with a strict Content-Security-Policy, its script and its stylesheet (${DATABASE_LABEL[kind]})`, async () => {
+    it(`serves the page with a strict CSP, its script and its stylesheet (${DATABASE_LABEL[kind]})`, async () => {
       const page = await http().get('/outbox-console').set(AUTH);
       expect(page.status).toBe(200);
       expect(page.headers['content-type']).toMatch(/^text\/html/);
@@ -102,12 +109,17 @@ for (const { kind, platform } of cases) {
 
     it(`lists dead letters by filter and pages with the cursor (${DATABASE_LABEL[kind]})`, async () => {
       const byPattern = await http().get('/outbox-console/api/dead-letters?pattern=A').set(AUTH).expect(200);
-      expect(byPattern.body.items.map((m: { messageId: string }) => m.messageId).sort()).toEqual([ids.a1, ids.a2, ids.a3].sort());
+      expect(byPattern.body.items.map((m: { messageId: string }) => m.messageId).sort()).toEqual(
+        [ids.a1, ids.a2, ids.a3].sort(),
+      );
       const byError = await http().get('/outbox-console/api/dead-letters?errorContains=BANG').set(AUTH).expect(200);
       expect(byError.body.items.map((m: { messageId: string }) => m.messageId).sort()).toEqual([ids.b1, ids.b2].sort());
       const byKey = await http().get('/outbox-console/api/dead-letters?key=k2').set(AUTH).expect(200);
       expect(byKey.body.items.map((m: { messageId: string }) => m.messageId)).toEqual([ids.a2]);
-      const future = await http().get(`/outbox-console/api/dead-letters?deadSince=${Date.now() + 3_600_000}`).set(AUTH).expect(200);
+      const future = await http()
+        .get(`/outbox-console/api/dead-letters?deadSince=${Date.now() + 3_600_000}`)
+        .set(AUTH)
+        .expect(200);
       expect(future.body.items).toEqual([]);
 
       const seen: string[] = [];
@@ -135,7 +147,7 @@ for (const { kind, platform } of cases) {
       expect((await http().get('/outbox-console/api/series?minutes=0').set(AUTH)).status).toBe(400);
     });
 
-    it(`shows one message with payload, headers and attempt history, secrets redacted (${DATABASE_LABEL[kind]})`, async () => {
+    it(`shows one message: payload, headers, attempt history, secrets redacted (${DATABASE_LABEL[kind]})`, async () => {
       const res = await http().get(`/outbox-console/api/messages/${ids.a1}`).set(AUTH).expect(200);
       expect(res.body).toMatchObject({ messageId: ids.a1, pattern: 'A', key: 'k1', status: 'dead', attempts: 1 });
       expect(JSON.parse(res.body.payload)).toEqual({ fail: 'boom', n: 1 });
@@ -152,9 +164,18 @@ for (const { kind, platform } of cases) {
     it(`refuses cross-site state-changing calls and changes nothing (${DATABASE_LABEL[kind]})`, async () => {
       const body = { filter: {} };
       const refused = [
-        await http().post('/outbox-console/api/purge').set({ ...AUTH, 'content-type': 'application/json' }).send(body),
-        await http().post('/outbox-console/api/purge').set({ ...SAME_SITE, 'sec-fetch-site': 'cross-site' }).send(body),
-        await http().post('/outbox-console/api/requeue').set({ ...SAME_SITE, origin: 'https://evil.example' }).send(body),
+        await http()
+          .post('/outbox-console/api/purge')
+          .set({ ...AUTH, 'content-type': 'application/json' })
+          .send(body),
+        await http()
+          .post('/outbox-console/api/purge')
+          .set({ ...SAME_SITE, 'sec-fetch-site': 'cross-site' })
+          .send(body),
+        await http()
+          .post('/outbox-console/api/requeue')
+          .set({ ...SAME_SITE, origin: 'https://evil.example' })
+          .send(body),
       ];
       for (const res of refused) {
         expect(res.status).toBe(403);
@@ -168,12 +189,15 @@ for (const { kind, platform } of cases) {
       expect(form.status).toBe(415);
       const empty = await http().post('/outbox-console/api/purge').set(SAME_SITE).send({});
       expect(empty.status).toBe(400);
-      const typo = await http().post('/outbox-console/api/purge').set(SAME_SITE).send({ filter: { patern: 'A' } });
+      const typo = await http()
+        .post('/outbox-console/api/purge')
+        .set(SAME_SITE)
+        .send({ filter: { patern: 'A' } });
       expect(typo.status).toBe(400);
       expect(await app.get(OutboxDeadLetters).count()).toBe(5);
     });
 
-    it(`requeue by filter touches exactly the matching rows; purge by id deletes one (${DATABASE_LABEL[kind]})`, async () => {
+    it(`requeue by filter touches exactly the matching rows; purge by id one (${DATABASE_LABEL[kind]})`, async () => {
       serializer.failing = false;
       const res = await http()
         .post('/outbox-console/api/requeue')
@@ -184,9 +208,14 @@ for (const { kind, platform } of cases) {
       await waitFor(() => recorder.distinct().size === 2, 'the two requeued messages to be delivered');
       expect([...recorder.distinct()].sort()).toEqual([ids.b1, ids.b2].sort());
       const left = await http().get('/outbox-console/api/dead-letters').set(AUTH).expect(200);
-      expect(left.body.items.map((m: { messageId: string }) => m.messageId).sort()).toEqual([ids.a1, ids.a2, ids.a3].sort());
+      expect(left.body.items.map((m: { messageId: string }) => m.messageId).sort()).toEqual(
+        [ids.a1, ids.a2, ids.a3].sort(),
+      );
 
-      const purge = await http().post('/outbox-console/api/purge').set(SAME_SITE).send({ ids: [ids.a2] });
+      const purge = await http()
+        .post('/outbox-console/api/purge')
+        .set(SAME_SITE)
+        .send({ ids: [ids.a2] });
       expect(purge.body).toEqual({ count: 1 });
       expect((await http().get(`/outbox-console/api/messages/${ids.a2}`).set(AUTH)).status).toBe(404);
       expect(await app.get(OutboxDeadLetters).count()).toBe(2);

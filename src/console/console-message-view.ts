@@ -24,7 +24,8 @@ export function toMessageView(detail: OutboxMessageDetail): ConsoleMessageView {
 function parseHeaders(text: string): Record<string, unknown> {
   try {
     const parsed: unknown = JSON.parse(text);
-    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
+    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed))
+      return parsed as Record<string, unknown>;
   } catch {
     // not JSON after all: show it as one value
   }

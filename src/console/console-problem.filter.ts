@@ -29,12 +29,18 @@ export class ConsoleProblemFilter implements ExceptionFilter {
 
   private toProblem(error: unknown): ConsoleProblemDetails {
     if (error instanceof OutboxInvalidMessageError) {
-      return { type: 'urn:nestjs-outbox:console:bad-request', title: 'Bad request', status: 400, detail: error.message };
+      return {
+        type: 'urn:nestjs-outbox:console:bad-request',
+        title: 'Bad request',
+        status: 400,
+        detail: error.message,
+      };
     }
     if (error instanceof HttpException) {
       const status = error.getStatus();
       const body = error.getResponse();
-      if (typeof body === 'object' && body !== null && 'type' in body && 'detail' in body) return body as ConsoleProblemDetails;
+      if (typeof body === 'object' && body !== null && 'type' in body && 'detail' in body)
+        return body as ConsoleProblemDetails;
       const message = typeof body === 'object' && body !== null ? (body as { message?: unknown }).message : body;
       return {
         type: 'about:blank',
@@ -44,6 +50,11 @@ export class ConsoleProblemFilter implements ExceptionFilter {
       };
     }
     this.logger.error(`Console request failed: ${describeError(error)}`);
-    return { type: 'about:blank', title: 'Internal Server Error', status: 500, detail: 'The console could not answer; see the server log.' };
+    return {
+      type: 'about:blank',
+      title: 'Internal Server Error',
+      status: 500,
+      detail: 'The console could not answer; see the server log.',
+    };
   }
 }

@@ -22,7 +22,8 @@ export class ConsoleProblem extends HttpException {
 export const badRequest = (detail: string) => new ConsoleProblem(400, 'Bad request', detail, 'bad-request');
 
 /** 403: a state-changing call that could come from another site. */
-export const crossSite = (detail: string) => new ConsoleProblem(403, 'Cross-site request refused', detail, 'cross-site-protection');
+export const crossSite = (detail: string) =>
+  new ConsoleProblem(403, 'Cross-site request refused', detail, 'cross-site-protection');
 
 /** 404: no message with this id. */
 export const notFound = (detail: string) => new ConsoleProblem(404, 'Not found', detail, 'not-found');

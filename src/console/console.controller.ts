@@ -1,4 +1,18 @@
-import { Body, Controller, Get, Header, HttpCode, Inject, Param, Post, Query, Req, Type, UseFilters, UseGuards } from '@nestjs/common';
+import {
+  Body,
+  Controller,
+  Get,
+  Header,
+  HttpCode,
+  Inject,
+  Param,
+  Post,
+  Query,
+  Req,
+  Type,
+  UseFilters,
+  UseGuards,
+} from '@nestjs/common';
 import { GUARDS_METADATA, PATH_METADATA } from '@nestjs/common/constants';
 import type { DeadLetterPage, DeadLetterPageQuery } from '../outbox/dead-letter.types';
 import { OutboxDeadLetters } from '../outbox/outbox-dead-letters.service';
@@ -113,7 +127,8 @@ export function createConsoleController(options: ResolvedOutboxConsoleOptions): 
     @Header('Cache-Control', 'no-store')
     async message(@Param('id') id: string): Promise<ConsoleMessageView> {
       const detail = await this.deadLetters.get(id);
-      if (!detail) throw notFound(`No outbox message has id ${JSON.stringify(id)} (never written, purged or cleaned up).`);
+      if (!detail)
+        throw notFound(`No outbox message has id ${JSON.stringify(id)} (never written, purged or cleaned up).`);
       return toMessageView(detail);
     }
 

@@ -21,10 +21,14 @@ export class CrossSiteGuard implements CanActivate {
   canActivate(context: ExecutionContext): boolean {
     const headers = (context.switchToHttp().getRequest<{ headers: Headers }>().headers ?? {}) as Headers;
     if (header(headers, CONSOLE_CSRF_HEADER) !== '1') {
-      throw crossSite(`A state-changing console call must carry the header X-Outbox-Console: 1 (the console page sends it).`);
+      throw crossSite(
+        `A state-changing console call must carry the header X-Outbox-Console: 1 (the console page sends it).`,
+      );
     }
     if (header(headers, 'sec-fetch-site') === 'cross-site') {
-      throw crossSite('The browser marked this call as cross-site (Sec-Fetch-Site: cross-site): use the console page itself.');
+      throw crossSite(
+        'The browser marked this call as cross-site (Sec-Fetch-Site: cross-site): use the console page itself.',
+      );
     }
     const origin = header(headers, 'origin');
     if (origin !== undefined && !sameHost(origin, header(headers, 'host'))) {

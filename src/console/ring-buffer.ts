@@ -4,7 +4,8 @@ export class RingBuffer<T> {
   private next = 0;
 
   constructor(readonly capacity: number) {
-    if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`RingBuffer capacity must be a positive integer, got ${capacity}`);
+    if (!Number.isInteger(capacity) || capacity < 1)
+      throw new RangeError(`RingBuffer capacity must be a positive integer, got ${capacity}`);
   }
 
   push(item: T): void {

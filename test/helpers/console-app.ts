@@ -13,7 +13,9 @@ export const CONSOLE_TOKEN = 'operator-token-for-tests';
 @Injectable()
 export class TokenGuard implements CanActivate {
   canActivate(context: ExecutionContext): boolean {
-    const token = context.switchToHttp().getRequest<{ headers: Record<string, string | undefined> }>().headers['x-console-token'];
+    const token = context.switchToHttp().getRequest<{ headers: Record<string, string | undefined> }>().headers[
+      'x-console-token'
+    ];
     if (token === undefined) throw new UnauthorizedException('Send the operator token in x-console-token.');
     return token === CONSOLE_TOKEN;
   }
@@ -61,7 +63,8 @@ export async function startConsoleApp(options: ConsoleAppOptions): Promise<INest
       : moduleRef.createNestApplication({ logger: false });
   try {
     await app.init();
-    if (options.platform === 'fastify') await (app.getHttpAdapter().getInstance() as { ready(): Promise<unknown> }).ready();
+    if (options.platform === 'fastify')
+      await (app.getHttpAdapter().getInstance() as { ready(): Promise<unknown> }).ready();
   } catch (error) {
     await app.close().catch(() => undefined);
     throw error;

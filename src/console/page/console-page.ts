@@ -32,7 +32,9 @@ export function renderConsolePage(base: string): string {
 </div>
 <section>
   <h2>Throughput and lag</h2>
-  <div class="legend"><span class="thr">■ published / s</span> (bars, left) · <span class="lag">— lag</span> (line, right)</div>
+  <div class="legend">
+    <span class="thr">■ published / s</span> (bars, left) · <span class="lag">— lag</span> (line, right)
+  </div>
   <svg id="chart" viewBox="0 0 640 170" role="img" aria-label="Published messages per second and lag"></svg>
 </section>
 <section>

@@ -16,7 +16,11 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
     (children || []).forEach(function (c) { node.append(c); });
     return node;
   }
-  function text(tag, value, attrs) { var n = el(tag, attrs); n.textContent = value == null ? '' : String(value); return n; }
+  function text(tag, value, attrs) {
+    var n = el(tag, attrs);
+    n.textContent = value == null ? '' : String(value);
+    return n;
+  }
   function when(ms) { return ms ? new Date(ms).toLocaleString() : '—'; }
   function age(ms) {
     if (!ms) return '0 s';
@@ -29,7 +33,8 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
   function query(obj) {
     var parts = [];
     Object.keys(obj).forEach(function (k) {
-      if (obj[k] !== undefined && obj[k] !== null && obj[k] !== '') parts.push(encodeURIComponent(k) + '=' + encodeURIComponent(obj[k]));
+      if (obj[k] === undefined || obj[k] === null || obj[k] === '') return;
+      parts.push(encodeURIComponent(k) + '=' + encodeURIComponent(obj[k]));
     });
     return parts.length ? '?' + parts.join('&') : '';
   }
@@ -86,11 +91,15 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
       while (chart.firstChild) chart.removeChild(chart.firstChild);
       var W = 640, H = 170, L = 44, R = 52, T = 10, B = 22;
       var samples = series.samples;
+      var step = series.sampleInterval;
       var end = samples.length ? samples[samples.length - 1].at : Date.now();
-      var start = end - series.minutes * 60000;
+      // Zoom in on the samples there are (a process that just started), up to the whole window.
+      var start = Math.max(end - series.minutes * 60000, (samples.length ? samples[0].at : end) - step);
+      var span = Math.max(end - start, 20 * step);
+      start = end - span;
       var maxT = 1, maxLag = 1000;
       samples.forEach(function (s) { maxT = Math.max(maxT, s.throughput); maxLag = Math.max(maxLag, s.lagMs); });
-      function x(at) { return L + ((at - start) / (end - start || 1)) * (W - L - R); }
+      function x(at) { return L + ((at - start) / span) * (W - L - R); }
       function yT(v) { return T + (1 - v / maxT) * (H - T - B); }
       function yL(v) { return T + (1 - v / maxLag) * (H - T - B); }
       chart.append(svg('rect', { x: L, y: T, width: W - L - R, height: H - T - B, class: 'plot' }));
@@ -103,17 +112,18 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
         right.textContent = age(Math.round(maxLag * f));
         chart.append(left, right);
       });
-      var bw = Math.max(1, ((W - L - R) / Math.max(samples.length, 1)) * 0.7);
+      var bw = Math.max(1, ((W - L - R) * step) / span * 0.8);
       samples.forEach(function (s) {
         var y = yT(s.throughput);
-        chart.append(svg('rect', { x: x(s.at) - bw / 2, y: y, width: bw, height: H - B - y, class: 'bar' }));
+        chart.append(svg('rect', { x: x(s.at) - bw, y: y, width: bw, height: H - B - y, class: 'bar' }));
       });
       if (samples.length > 1) {
         var points = samples.map(function (s) { return x(s.at).toFixed(1) + ',' + yL(s.lagMs).toFixed(1); }).join(' ');
         chart.append(svg('polyline', { points: points, class: 'lagline' }));
       }
       var label = svg('text', { x: L, y: H - 4, class: 'axis' });
-      label.textContent = 'last ' + series.minutes + ' min · one sample every ' + series.sampleInterval / 1000 + ' s';
+      label.textContent = 'last ' + age(span) + ' (keeps ' + series.minutes + ' min' +
+        ') · one sample every ' + step / 1000 + ' s';
       chart.append(label);
     });
   }
@@ -230,7 +240,10 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
     try { state.filter = readFilter(); } catch (err) { showError(err); return; }
     loadDead(true);
   });
-  $('filters').addEventListener('reset', function () { state.filter = {}; setTimeout(function () { loadDead(true); }); });
+  $('filters').addEventListener('reset', function () {
+    state.filter = {};
+    setTimeout(function () { loadDead(true); });
+  });
   $('more').addEventListener('click', function () { loadDead(false); });
   $('requeue-all').addEventListener('click', function () { actOnFilter('requeue'); });
   $('purge-all').addEventListener('click', function () { actOnFilter('purge'); });
@@ -240,7 +253,9 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
   });
   $('d-purge').addEventListener('click', function () {
     var m = state.selected;
-    if (m) act('purge', { ids: [m.messageId] }, 'Purge message ' + m.messageId + ' (' + m.pattern + ')? It is deleted for good.');
+    if (!m) return;
+    var what = 'Purge message ' + m.messageId + ' (' + m.pattern + ')?';
+    act('purge', { ids: [m.messageId] }, what + ' It is deleted for good.');
   });
   $('d-close').addEventListener('click', function () { $('detail').hidden = true; state.selected = null; });
 
