@@ -224,7 +224,8 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
     const columns = ['seq', 'message_id', 'pattern', 'ordering_key', 'attempts', 'created_at', 'dead_at', 'last_error'];
     const { records } = await this.execute(
       manager,
-      `SELECT ${columns.map(q).join(', ')} FROM ${this.quoteTable(table)} WHERE ${where}${keyset} ` +
+      `SELECT ${columns.map(q).join(', ')} FROM ${this.quoteTable(table)}${this.deadIndexHint(filter)} ` +
+        `WHERE ${where}${keyset} ` +
         `ORDER BY ${q('dead_at')} DESC, ${q('seq')} DESC LIMIT ${Math.max(1, Math.floor(limit))}`,
       params,
     );
@@ -295,6 +296,11 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
     range('dead_at', filter.deadSince, filter.deadBefore);
     range('created_at', filter.createdSince, filter.createdBefore);
     return { where: parts.join(' AND '), params };
+  }
+
+  /** An index hint for `listDead()`, placed after the table name (none by default). */
+  protected deadIndexHint(_filter: DeadRowFilter): string {
+    return '';
   }
 
   /**

@@ -65,7 +65,7 @@ export class OutboxDeadLetters {
   }
 
   /** Number of dead messages, of those matching `filter` when given. */
-  count(filter?: DeadLetterFilter): Promise<number> {
+  async count(filter?: DeadLetterFilter): Promise<number> {
     const where = checkFilter('count', filter);
     const { dataSource, dialect, table } = this.database;
     return runOnConnection(dataSource, (m) => dialect.countDead(m, table, where));

@@ -6,6 +6,9 @@ import { declareSqliteIntegerKey } from './sqlite-bigint-key.patch';
 /** Name of the unique index on `message_id` (the entity's and the migration's). */
 export const MESSAGE_ID_UNIQUE_INDEX = 'UQ_outbox_messages_message_id';
 
+/** Name of the index that serves the dead letters' newest-first pages. */
+export const DEAD_INDEX = 'IDX_outbox_messages_dead';
+
 /** Life cycle of an outbox row. In flight = `pending` with a live claim (`claimedUntil` in the future). */
 export type OutboxMessageStatus = 'pending' | 'sent' | 'dead';
 
@@ -22,7 +25,7 @@ export type OutboxMessageStatus = 'pending' | 'sent' | 'dead';
 @Index('IDX_outbox_messages_claim', ['status', 'seq'])
 @Index('IDX_outbox_messages_key', ['key', 'status', 'seq'])
 @Index('IDX_outbox_messages_cleanup', ['status', 'sentAt'])
-@Index('IDX_outbox_messages_dead', ['status', 'deadAt', 'seq'])
+@Index(DEAD_INDEX, ['status', 'deadAt', 'seq'])
 export class OutboxMessage {
   /** Write order. Also the primary key. */
   @PrimaryGeneratedColumn({ type: 'bigint', name: 'seq' })
