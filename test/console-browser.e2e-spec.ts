@@ -139,6 +139,37 @@ if (missing.length > 0) {
         await context.close();
       });
 
+      it('filters the dead letters and purges all matching after showing their count', async () => {
+        const outbox = app.get(OutboxService);
+        serializer.failing = true;
+        const ids = await outbox.transaction(async () => [
+          await outbox.emit('RefundIssued', { fail: 'refund gateway said no', n: 1 }),
+          await outbox.emit('RefundIssued', { fail: 'refund gateway said no', n: 2 }),
+          await outbox.emit('ShipmentBooked', { fail: 'carrier down', n: 3 }),
+        ]);
+        const deadLetters = app.get(OutboxDeadLetters);
+        await waitFor(async () => (await deadLetters.count({ messageIds: ids })) === 3, 'three messages to go dead');
+        const context = await browser.newContext({ extraHTTPHeaders: { 'x-console-token': CONSOLE_TOKEN } });
+        const page = await context.newPage();
+        await page.goto(`${base}/outbox-console`);
+        await page.locator(`#dead-rows tr[data-id="${ids[2]}"]`).waitFor();
+        await page.fill('#f-pattern', 'RefundIssued');
+        await page.click('#filters button[type=submit]');
+        await page.locator(`#dead-rows tr[data-id="${ids[2]}"]`).waitFor({ state: 'detached' });
+        expect(await page.locator('#dead-rows tr').count()).toBe(2);
+        await page.click('#purge-all');
+        await page.locator('dialog#confirm').waitFor();
+        expect(await page.locator('#confirm-text').innerText()).toContain(
+          'Purge 2 dead message(s) matching the filter?',
+        );
+        await page.click('#confirm-ok');
+        await page.locator('#notice', { hasText: 'Purged 2 message(s).' }).waitFor();
+        expect(await deadLetters.count({ messageIds: ids })).toBe(1);
+        expect(await deadLetters.get(ids[2])).toMatchObject({ status: 'dead' });
+        await deadLetters.purge([ids[2]]);
+        await context.close();
+      });
+
       it("refuses the page and the API without the guard's credentials", async () => {
         const context = await browser.newContext();
         const page = await context.newPage();
