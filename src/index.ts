@@ -75,7 +75,7 @@ export type {
   DeadLetterSummary,
   OutboxMessageDetail,
   OutboxAttemptRecord,
-} from './outbox/dead-letter.types';
+} from './outbox/dead-letter.model';
 /** A `@nestjs/terminus` indicator of the backlog and the relay's lag. */
 export { OutboxHealthIndicator } from './health/outbox-health.indicator';
 export type { OutboxHealthThresholds, OutboxHealthDetails } from './health/outbox-health.indicator';

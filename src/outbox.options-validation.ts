@@ -109,7 +109,11 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
     factor: checkNumber('retry.factor', retry.factor, r.factor, { min: 1 }),
     maxDelay: checkNumber('retry.maxDelay', retry.maxDelay, r.maxDelay, { min: 0, integer: true }),
     jitter: checkNumber('retry.jitter', retry.jitter, r.jitter, { min: 0, max: 1 }),
-    historyLimit: checkNumber('retry.historyLimit', retry.historyLimit, r.historyLimit, { min: 0, max: 1000, integer: true }),
+    historyLimit: checkNumber('retry.historyLimit', retry.historyLimit, r.historyLimit, {
+      min: 0,
+      max: 1000,
+      integer: true,
+    }),
   };
   if (retryOptions.maxDelay < retryOptions.initialDelay) {
     fail('retry.maxDelay', `(${retryOptions.maxDelay}) is below retry.initialDelay (${retryOptions.initialDelay})`, 'Make maxDelay at least initialDelay.');

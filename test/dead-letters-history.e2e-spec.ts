@@ -92,7 +92,11 @@ for (const kind of kinds) {
         headers: JSON.stringify({ tenant: 't1' }),
       });
       expect(detail.deadAt).toBeGreaterThanOrEqual(detail.createdAt);
-      expect(detail.history.map((a) => [a.attempt, a.counted])).toEqual([[3, true], [4, true], [5, true]]);
+      expect(detail.history.map((a) => [a.attempt, a.counted])).toEqual([
+        [3, true],
+        [4, true],
+        [5, true],
+      ]);
       for (const attempt of detail.history) {
         expect(attempt.error).toContain('cannot encode for amqp://***@rabbit:5672');
         expect(attempt.publisher).toBe('test-host:4242');
@@ -107,7 +111,10 @@ for (const kind of kinds) {
       await expect(deadLetters().get('' as never)).rejects.toBeInstanceOf(OutboxDeadLetterQueryError);
 
       const page = await deadLetters().page({ pattern: 'History' });
-      expect(page).toEqual({ items: [expect.objectContaining({ messageId: id, deadAt: detail.deadAt })], nextCursor: null });
+      expect(page).toEqual({
+        items: [expect.objectContaining({ messageId: id, deadAt: detail.deadAt })],
+        nextCursor: null,
+      });
       expect(page.items[0].lastError).not.toContain(SECRET);
 
       expect(await deadLetters().purge({ pattern: 'History' })).toBe(1);
@@ -183,7 +190,9 @@ for (const kind of kinds) {
         { deadAt: 3000, pattern: 'Requeue', error: 'BOOM again' },
       ]);
       const [keep] = await seedDead([{ deadAt: 4000, pattern: 'Keep', error: 'boom' }]);
-      const pending = await fx.outbox.transaction(() => fx.outbox.emit('Requeue', { wait: true }, { delay: 3_600_000 }));
+      const pending = await fx.outbox.transaction(() =>
+        fx.outbox.emit('Requeue', { wait: true }, { delay: 3_600_000 }),
+      );
 
       expect(await deadLetters().requeue({ pattern: 'Requeue', errorContains: 'boom' })).toBe(2);
       await waitFor(

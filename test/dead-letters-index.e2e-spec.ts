@@ -78,7 +78,10 @@ describeWith(['postgres'], `Dead-letter pages use the dead index on ${DATABASE_L
 });
 
 /** Captures the statement `listDead()` sends, runs it, and returns it with its parameters. */
-async function statementOf(ds: DataSource, query: DeadRowsQuery): Promise<{ sql: string; params: unknown[]; rows: number }> {
+async function statementOf(
+  ds: DataSource,
+  query: DeadRowsQuery,
+): Promise<{ sql: string; params: unknown[]; rows: number }> {
   const dialect = resolveDialect(ds);
   const sent: Array<{ sql: string; params: unknown[] }> = [];
   const execute = dialect.execute.bind(dialect);

@@ -1,5 +1,11 @@
 import { DataSource } from 'typeorm';
-import { AddOutboxAttempts1765152000000, CreateOutboxTables1764374400000, OutboxAttempt, OutboxKeyLock, OutboxMessage } from '../src';
+import {
+  AddOutboxAttempts1765152000000,
+  CreateOutboxTables1764374400000,
+  OutboxAttempt,
+  OutboxKeyLock,
+  OutboxMessage,
+} from '../src';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
 import { useTestDatabase } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';
@@ -52,7 +58,10 @@ for (const kind of kinds) {
       );
       await ds.runMigrations();
       const rows = await ds.getRepository(OutboxMessage).find({ order: { seq: 'ASC' } });
-      expect(rows.map((r) => [r.messageId, r.deadAt?.getTime() ?? null])).toEqual([['d1', 5000], ['p1', null]]);
+      expect(rows.map((r) => [r.messageId, r.deadAt?.getTime() ?? null])).toEqual([
+        ['d1', 5000],
+        ['p1', null],
+      ]);
     });
   });
 }

@@ -20,7 +20,11 @@ import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatab
 import { describeWith } from './helpers/services';
 
 const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
-const MIGRATIONS = [CreateOutboxTables1764374400000, AddOutboxAttempts1765152000000, CreateIdempotencyKeys1764460800000];
+const MIGRATIONS = [
+  CreateOutboxTables1764374400000,
+  AddOutboxAttempts1765152000000,
+  CreateIdempotencyKeys1764460800000,
+];
 const TYPEORM_DEFAULTS = { autoLoadEntities: true, synchronize: false, retryAttempts: 0, logging: false };
 
 /** Startup schema check: a missing table or column fails app.init() with OutboxSchemaError, not the first request. */
@@ -108,18 +112,28 @@ for (const kind of kinds) {
     });
 
     it(`${label}: only the first outbox migration run → fails naming dead_at, outbox_attempts and only AddOutboxAttempts`, async () => {
-      await withDataSource((ds) => ds.runMigrations(), [CreateOutboxTables1764374400000, CreateIdempotencyKeys1764460800000]);
+      await withDataSource(
+        (ds) => ds.runMigrations(),
+        [CreateOutboxTables1764374400000, CreateIdempotencyKeys1764460800000],
+      );
       const error = await bootError();
       expect(error.problems).toEqual([
         { table: 'outbox_messages', tableMissing: false, missingColumns: ['dead_at'] },
-        { table: 'outbox_attempts', tableMissing: true, missingColumns: expect.arrayContaining(['message_seq', 'error']) },
+        {
+          table: 'outbox_attempts',
+          tableMissing: true,
+          missingColumns: expect.arrayContaining(['message_seq', 'error']),
+        },
       ]);
       expect(error.message).toContain('run the shipped migration AddOutboxAttempts1765152000000 (exported');
       expect(error.message).not.toContain('CreateOutboxTables1764374400000');
     });
 
     it(`${label}: only the outbox migrations run → fails naming idempotency_keys and its migration`, async () => {
-      await withDataSource((ds) => ds.runMigrations(), [CreateOutboxTables1764374400000, AddOutboxAttempts1765152000000]);
+      await withDataSource(
+        (ds) => ds.runMigrations(),
+        [CreateOutboxTables1764374400000, AddOutboxAttempts1765152000000],
+      );
       const error = await bootError();
       const missingColumns = expect.arrayContaining(['idempotency_key', 'fingerprint']);
       expect(error.problems).toEqual([{ table: 'idempotency_keys', tableMissing: true, missingColumns }]);

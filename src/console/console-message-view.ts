@@ -1,4 +1,4 @@
-import type { OutboxMessageDetail } from '../outbox/dead-letter.types';
+import type { OutboxMessageDetail } from '../outbox/dead-letter.model';
 import { redactSecrets } from '../util/redact-secrets';
 
 /** One message as the console shows it: the stored detail with every text redacted of credentials. */

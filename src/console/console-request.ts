@@ -1,4 +1,4 @@
-import type { DeadLetterFilter } from '../outbox/dead-letter.types';
+import type { DeadLetterFilter } from '../outbox/dead-letter.model';
 import { badRequest } from './console-problem';
 
 /** What a POST requeue / purge selects: message ids, or every dead message a filter matches (`{}`: all). */

@@ -14,7 +14,7 @@ import {
   UseGuards,
 } from '@nestjs/common';
 import { GUARDS_METADATA, PATH_METADATA } from '@nestjs/common/constants';
-import type { DeadLetterPage, DeadLetterPageQuery } from '../outbox/dead-letter.types';
+import type { DeadLetterPage, DeadLetterPageQuery } from '../outbox/dead-letter.model';
 import { OutboxDeadLetters } from '../outbox/outbox-dead-letters.service';
 import { OutboxService } from '../outbox/outbox.service';
 import { OUTBOX_CONSOLE_OPTIONS } from './console.constants';

@@ -357,7 +357,8 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
       // Lock the rows this claim still holds, so the update and the history cover exactly the same rows.
       const { records } = await this.execute(
         tx,
-        `SELECT ${q('seq')}, ${q('attempts')} FROM ${this.quoteTable(table)} WHERE ${q('claimed_by')} = ${this.param(1)} ` +
+        `SELECT ${q('seq')}, ${q('attempts')} FROM ${this.quoteTable(table)} ` +
+          `WHERE ${q('claimed_by')} = ${this.param(1)} ` +
           `AND ${q('seq')} IN (${failures.map((f) => checkedSeq(f.seq)).join(', ')}) ${this.lockRowsClause}`,
         [owner],
       );
@@ -391,15 +392,18 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
       const values = failures.slice(start, start + INSERT_CHUNK).map((f) => {
         const counted = f.transportUnreachable && !f.dead ? 0 : 1;
         const error = p(redactSecrets(f.error).slice(0, 4000));
-        return `(${checkedSeq(f.seq)}, ${attempts.get(f.seq) ?? 0}, ${this.nowMs}, ${counted}, ${error}, ${p(owner)}, ${p(history.publisher)})`;
+        const who = `${p(owner)}, ${p(history.publisher)}`;
+        return `(${checkedSeq(f.seq)}, ${attempts.get(f.seq) ?? 0}, ${this.nowMs}, ${counted}, ${error}, ${who})`;
       });
-      await this.execute(tx, `INSERT INTO ${attemptsTable} (${columns.map(q).join(', ')}) VALUES ${values.join(', ')}`, params);
+      const insert = `INSERT INTO ${attemptsTable} (${columns.map(q).join(', ')}) VALUES ${values.join(', ')}`;
+      await this.execute(tx, insert, params);
     }
     const seqs = failures.map((f) => checkedSeq(f.seq)).join(', ');
     const { records } = await this.execute(
       tx,
-      `SELECT ${q('id')} FROM (SELECT ${q('id')}, ROW_NUMBER() OVER (PARTITION BY ${q('message_seq')} ORDER BY ${q('id')} DESC) ` +
-        `AS ${q('rn')} FROM ${attemptsTable} WHERE ${q('message_seq')} IN (${seqs})) ${q('x')} ` +
+      `SELECT ${q('id')} FROM (SELECT ${q('id')}, ` +
+        `ROW_NUMBER() OVER (PARTITION BY ${q('message_seq')} ORDER BY ${q('id')} DESC) AS ${q('rn')} ` +
+        `FROM ${attemptsTable} WHERE ${q('message_seq')} IN (${seqs})) ${q('x')} ` +
         `WHERE ${q('rn')} > ${Math.floor(history.limit)}`,
     );
     if (records.length === 0) return;

@@ -1,6 +1,6 @@
 import type { DeadRowFilter, DeadRowPosition } from '../dialects/outbox-dialect';
 import { OutboxDeadLetterQueryError } from '../errors';
-import type { DeadLetterFilter, DeadLetterTime } from './dead-letter.types';
+import type { DeadLetterFilter, DeadLetterTime } from './dead-letter.model';
 
 /*
  * Checking what a caller (or a console's query string) passes to `OutboxDeadLetters`, and the opaque cursor of its
@@ -8,7 +8,14 @@ import type { DeadLetterFilter, DeadLetterTime } from './dead-letter.types';
  */
 
 const FILTER_FIELDS = [
-  'messageIds', 'pattern', 'key', 'errorContains', 'deadSince', 'deadBefore', 'createdSince', 'createdBefore',
+  'messageIds',
+  'pattern',
+  'key',
+  'errorContains',
+  'deadSince',
+  'deadBefore',
+  'createdSince',
+  'createdBefore',
 ] as const;
 const TIME_FIELDS = ['deadSince', 'deadBefore', 'createdSince', 'createdBefore'] as const;
 const TEXT_FIELDS = ['pattern', 'key', 'errorContains'] as const;
@@ -27,9 +34,15 @@ export function checkFilter(method: string, raw: unknown, extra: readonly string
     refuse(method, `the filter must be an object, got ${typeof raw}`, `Pass e.g. { pattern: 'OrderPlaced' }.`);
   }
   const input = raw as Record<string, unknown>;
-  const unknown = Object.keys(input).filter((k) => !(FILTER_FIELDS as readonly string[]).includes(k) && !extra.includes(k));
+  const unknown = Object.keys(input).filter(
+    (k) => !(FILTER_FIELDS as readonly string[]).includes(k) && !extra.includes(k),
+  );
   if (unknown.length > 0) {
-    refuse(method, `unknown filter field ${unknown.join(', ')}`, `Use only ${[...FILTER_FIELDS, ...extra].join(', ')}.`);
+    refuse(
+      method,
+      `unknown filter field ${unknown.join(', ')}`,
+      `Use only ${[...FILTER_FIELDS, ...extra].join(', ')}.`,
+    );
   }
   const filter: DeadRowFilter = {};
   for (const field of TEXT_FIELDS) {
@@ -83,7 +96,11 @@ export function checkLimit(method: string, limit: unknown, fallback: number): nu
   if (limit === undefined) return fallback;
   const n = typeof limit === 'string' && /^\d+$/.test(limit) ? Number(limit) : limit;
   if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > 1000) {
-    refuse(method, `limit must be an integer from 1 to 1000, got ${JSON.stringify(limit)}`, `Leave it out for ${fallback}.`);
+    refuse(
+      method,
+      `limit must be an integer from 1 to 1000, got ${JSON.stringify(limit)}`,
+      `Leave it out for ${fallback}.`,
+    );
   }
   return n;
 }
@@ -101,7 +118,11 @@ export function decodeCursor(method: string, cursor: unknown): DeadRowPosition |
   const text = typeof cursor === 'string' ? Buffer.from(cursor, 'base64url').toString('utf8') : '';
   const match = /^d1:(\d{1,16}):(\d{1,20})$/.exec(text);
   if (!match || !Number.isSafeInteger(Number(match[1]))) {
-    refuse(method, 'the cursor is not one this API returned', 'Pass the nextCursor of the previous page, or none for the first.');
+    refuse(
+      method,
+      'the cursor is not one this API returned',
+      'Pass the nextCursor of the previous page, or none for the first.',
+    );
   }
   return { deadAt: Number(match[1]), seq: match[2] };
 }

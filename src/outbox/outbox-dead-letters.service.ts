@@ -8,7 +8,7 @@ import type {
   DeadLetterPageQuery,
   DeadLetterSummary,
   OutboxMessageDetail,
-} from './dead-letter.types';
+} from './dead-letter.model';
 import { OutboxPublisher } from '../publisher/outbox-publisher';
 import { runOnConnection } from '../transaction/transaction-runner';
 import { redactSecrets } from '../util/redact-secrets';
@@ -83,7 +83,9 @@ export class OutboxDeadLetters {
     const limit = checkLimit('page', rawLimit, 50);
     const after = decodeCursor('page', cursor);
     const { dataSource, dialect, table } = this.database;
-    const rows = await runOnConnection(dataSource, (m) => dialect.listDead(m, table, { filter, after, limit: limit + 1 }));
+    const rows = await runOnConnection(dataSource, (m) =>
+      dialect.listDead(m, table, { filter, after, limit: limit + 1 }),
+    );
     const items = rows.slice(0, limit);
     const last = items[items.length - 1];
     return {
@@ -154,7 +156,9 @@ export class OutboxDeadLetters {
 
   private checkSelection(method: string, selection: readonly string[] | DeadLetterFilter | undefined) {
     if (selection === undefined) return undefined;
-    if (Array.isArray(selection) || typeof selection !== 'object' || selection === null) return checkIds(method, selection);
+    if (Array.isArray(selection) || typeof selection !== 'object' || selection === null) {
+      return checkIds(method, selection);
+    }
     return checkFilter(method, selection);
   }
 }

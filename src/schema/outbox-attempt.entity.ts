@@ -47,7 +47,11 @@ export class OutboxAttempt {
   messageSeq!: string;
 
   @ManyToOne(() => OutboxMessage, { onDelete: 'CASCADE', nullable: false })
-  @JoinColumn({ name: 'message_seq', referencedColumnName: 'seq', foreignKeyConstraintName: OUTBOX_ATTEMPTS_MESSAGE_FK })
+  @JoinColumn({
+    name: 'message_seq',
+    referencedColumnName: 'seq',
+    foreignKeyConstraintName: OUTBOX_ATTEMPTS_MESSAGE_FK,
+  })
   message?: OutboxMessage;
 
   /** The message's attempt count when this attempt failed (starts again at 1 after a requeue). */

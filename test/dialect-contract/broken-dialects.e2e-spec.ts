@@ -1,5 +1,10 @@
 import type { EntityManager } from 'typeorm';
-import type { AttemptHistoryOptions, DeadRowFilter, OutboxDialect, OutboxFailure } from '../../src/dialects/outbox-dialect';
+import type {
+  AttemptHistoryOptions,
+  DeadRowFilter,
+  OutboxDialect,
+  OutboxFailure,
+} from '../../src/dialects/outbox-dialect';
 import { SqliteOutboxDialect } from '../../src/dialects/sqlite/sqlite.dialect';
 import { DATABASE_LABEL } from '../helpers/databases';
 import { DialectSubject, useDialectSubject } from './contract-subject';
@@ -75,14 +80,26 @@ class QuoteWithoutEscaping extends SqliteOutboxDialect {
 
 /** Keeps every attempt of a message, whatever `history.limit` says. */
 class HistoryIgnoresLimit extends SqliteOutboxDialect {
-  markFailed(m: EntityManager, table: string, owner: string, failures: readonly OutboxFailure[], history?: AttemptHistoryOptions) {
+  markFailed(
+    m: EntityManager,
+    table: string,
+    owner: string,
+    failures: readonly OutboxFailure[],
+    history?: AttemptHistoryOptions,
+  ) {
     return super.markFailed(m, table, owner, failures, history && { ...history, limit: 1000 });
   }
 }
 
 /** Writes the history of every failure given, also of rows whose claim this owner no longer holds (no fencing). */
 class HistoryIgnoresOwner extends SqliteOutboxDialect {
-  async markFailed(m: EntityManager, table: string, owner: string, failures: readonly OutboxFailure[], history?: AttemptHistoryOptions) {
+  async markFailed(
+    m: EntityManager,
+    table: string,
+    owner: string,
+    failures: readonly OutboxFailure[],
+    history?: AttemptHistoryOptions,
+  ) {
     const changed = await super.markFailed(m, table, owner, failures, history);
     if (changed === 0 && history) await this.recordAttempts(m, table, owner, failures, new Map(), history);
     return changed;

@@ -503,7 +503,13 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
       const fail = async (error: string, unreachable = false) => {
         const owner = randomUUID();
         const rows = await claim(s, owner);
-        const failures = rows.map((r) => ({ seq: r.seq, error, retryDelay: 0, dead: false, transportUnreachable: unreachable }));
+        const failures = rows.map((r) => ({
+          seq: r.seq,
+          error,
+          retryDelay: 0,
+          dead: false,
+          transportUnreachable: unreachable,
+        }));
         expect(await s.dialect.markFailed(s.dataSource.manager, s.table, randomUUID(), failures, HISTORY)).toBe(0);
         expect(await s.dialect.markFailed(s.dataSource.manager, s.table, owner, failures, HISTORY)).toBe(2);
         return owner;
@@ -513,7 +519,10 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
       await fail('broker amqp://user:hunter2@rabbit:5672 refused', true);
       const third = await fail('third');
       const kept = await attemptsOf(s, n.a);
-      expect(kept.map((a) => [a.attempt, a.counted])).toEqual([[2, false], [2, true]]);
+      expect(kept.map((a) => [a.attempt, a.counted])).toEqual([
+        [2, false],
+        [2, true],
+      ]);
       expect(kept[0].error).toBe('broker amqp://***@rabbit:5672 refused');
       expect(kept[1]).toMatchObject({ error: 'third', owner: third, publisher: 'host-a:42' });
       expect(kept[1].failedAt).toBeGreaterThan(Date.UTC(2020, 0, 1));
@@ -522,7 +531,9 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
       const noHistory = randomUUID();
       const rows = await claim(s, noHistory);
       const failures = rows.map((r) => ({ seq: r.seq, error: 'x', retryDelay: 0, dead: true }));
-      expect(await s.dialect.markFailed(s.dataSource.manager, s.table, noHistory, failures, { ...HISTORY, limit: 0 })).toBe(2);
+      expect(
+        await s.dialect.markFailed(s.dataSource.manager, s.table, noHistory, failures, { ...HISTORY, limit: 0 }),
+      ).toBe(2);
       expect(await allAttempts(s)).toBe(4);
     },
   },
@@ -535,10 +546,16 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
       const owner = randomUUID();
       const [dead, retry] = await claim(s, owner);
       const before = await dbNow(s);
-      await s.dialect.markFailed(s.dataSource.manager, s.table, owner, [
-        { seq: dead.seq, error: 'poison', retryDelay: 0, dead: true },
-        { seq: retry.seq, error: 'later', retryDelay: 60_000, dead: false },
-      ], HISTORY);
+      await s.dialect.markFailed(
+        s.dataSource.manager,
+        s.table,
+        owner,
+        [
+          { seq: dead.seq, error: 'poison', retryDelay: 0, dead: true },
+          { seq: retry.seq, error: 'later', retryDelay: 60_000, dead: false },
+        ],
+        HISTORY,
+      );
       const deadAt = (await row(s, n.dead))!.deadAt!.getTime();
       expect(deadAt).toBeGreaterThanOrEqual(before);
       expect(deadAt).toBeLessThanOrEqual(await dbNow(s));
@@ -585,8 +602,18 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
         { messageId: n.c, pattern: 'Invoice', key: 'k1' },
         { messageId: n.pending, pattern: 'Order', key: 'k1' },
       );
-      await update(s, [n.a], { status: 'dead', deadAt: new Date(1000), createdAt: new Date(100), lastError: 'Timeout 50% of the time' });
-      await update(s, [n.b], { status: 'dead', deadAt: new Date(2000), createdAt: new Date(200), lastError: 'refused' });
+      await update(s, [n.a], {
+        status: 'dead',
+        deadAt: new Date(1000),
+        createdAt: new Date(100),
+        lastError: 'Timeout 50% of the time',
+      });
+      await update(s, [n.b], {
+        status: 'dead',
+        deadAt: new Date(2000),
+        createdAt: new Date(200),
+        lastError: 'refused',
+      });
       await update(s, [n.c], { status: 'dead', deadAt: new Date(3000), createdAt: new Date(300), lastError: null });
       await update(s, [n.pending], { lastError: 'timeout', createdAt: new Date(100) });
       const match = async (filter: DeadRowFilter) => {
@@ -645,7 +672,7 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
     },
   },
   {
-    name: 'listAttempts() reads a message\'s history oldest first; deleting the message (purge, cleanup, deleteSent) deletes it',
+    name: "listAttempts() reads a message's history oldest first; deleting the message (purge, cleanup, deleteSent) deletes it",
     async run(s) {
       await reset(s);
       const n = names('purged', 'cleaned', 'deleted');
@@ -654,10 +681,18 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
       for (const error of ['one', 'two']) {
         const owner = randomUUID();
         const rows = await claim(s, owner);
-        await s.dialect.markFailed(m, s.table, owner, rows.map((r) => ({ seq: r.seq, error, retryDelay: 0, dead: false })), HISTORY);
+        await s.dialect.markFailed(
+          m,
+          s.table,
+          owner,
+          rows.map((r) => ({ seq: r.seq, error, retryDelay: 0, dead: false })),
+          HISTORY,
+        );
       }
       const purged = (await row(s, n.purged))!;
-      expect((await s.dialect.listAttempts(m, s.table, purged.seq)).map((a) => [a.attempt, a.error, a.counted])).toEqual([
+      expect(
+        (await s.dialect.listAttempts(m, s.table, purged.seq)).map((a) => [a.attempt, a.error, a.counted]),
+      ).toEqual([
         [1, 'one', true],
         [2, 'two', true],
       ]);
