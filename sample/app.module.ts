@@ -2,8 +2,9 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { ClientsModule } from '@nestjs/microservices';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { OutboxModule } from 'nestjs-outbox';
-import { brokerClientOptions, SampleConfig } from './config';
+import { OutboxConsoleModule, OutboxModule } from 'nestjs-outbox';
+import { brokerClientOptions, DEFAULT_CONSOLE_TOKEN, SampleConfig } from './config';
+import { ConsoleTokenGuard } from './console/console-token.guard';
 import { CustomerTotals } from './customers/customer-totals.entity';
 import { CustomersController } from './customers/customers.controller';
 import { DeliveryLog } from './customers/delivery-log';
@@ -37,6 +38,11 @@ export class SampleAppModule {
         ClientsModule.register([{ name: BROKER, ...brokerClientOptions(config.broker) }]),
         ScheduleModule.forRoot(),
         OutboxModule.forRoot({ client: BROKER, isGlobal: true }),
+        // The outbox console at /console: backlog, lag, dead letters, requeue/purge — behind the operator token.
+        OutboxConsoleModule.forRoot({
+          path: 'console',
+          guard: new ConsoleTokenGuard(config.consoleToken ?? DEFAULT_CONSOLE_TOKEN),
+        }),
       ],
       controllers: [OrdersController, OrderPlacedConsumer, CustomersController, PaymentsController, SignupsController, OutboxController],
       providers: [OrdersService, DeliveryLog, DeliveryLogInterceptor],

@@ -28,6 +28,8 @@ export { OutboxKeyLock } from './schema/outbox-key-lock.entity';
 export { IdempotencyRecord } from './schema/idempotency-record.entity';
 export { CreateOutboxTables1764374400000 } from './schema/migrations/1764374400000-outbox-tables';
 export { CreateIdempotencyKeys1764460800000 } from './schema/migrations/1764460800000-idempotency-keys';
+export { OutboxAttempt, OUTBOX_ATTEMPTS_TABLE } from './schema/outbox-attempt.entity';
+export { AddOutboxAttempts1765152000000 } from './schema/migrations/1765152000000-outbox-attempts';
 
 // ── Producing: the business write and its event in one transaction ───────────────────────────────────────────
 /** `transaction()`, `emit()`, `manager`, `stats()`, `flush()`. */
@@ -67,6 +69,15 @@ export type { OutboxStats } from './dialects/outbox-dialect';
 /** List, requeue and purge dead messages. */
 export { OutboxDeadLetters } from './outbox/outbox-dead-letters.service';
 export type { ListDeadOptions } from './outbox/outbox-dead-letters.service';
+export type {
+  DeadLetterFilter,
+  DeadLetterTime,
+  DeadLetterPageQuery,
+  DeadLetterPage,
+  DeadLetterSummary,
+  OutboxMessageDetail,
+  OutboxAttemptRecord,
+} from './outbox/dead-letter.model';
 /** A `@nestjs/terminus` indicator of the backlog and the relay's lag. */
 export { OutboxHealthIndicator } from './health/outbox-health.indicator';
 export type { OutboxHealthThresholds, OutboxHealthDetails } from './health/outbox-health.indicator';
@@ -74,6 +85,9 @@ export type { OutboxHealthThresholds, OutboxHealthDetails } from './health/outbo
 export { OutboxCleanupScheduler } from './cleanup/outbox-cleanup.scheduler';
 export { OutboxCleanupRegistry } from './scheduling/outbox-cleanup.registry';
 export type { OutboxCleanupTask } from './scheduling/outbox-cleanup.registry';
+/** A web page and JSON API to watch the backlog and lag and to requeue or purge dead letters (docs/console.md). */
+export { OutboxConsoleModule } from './console/outbox-console.module';
+export type { OutboxConsoleOptions } from './console/console.options';
 
 // ── Errors: each names what was wrong and the fix ────────────────────────────────────────────────────────────
 export * from './errors';

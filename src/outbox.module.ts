@@ -18,6 +18,7 @@ import { OutboxSchemaCheck } from './outbox/outbox-schema.check';
 import { OutboxDeadLetters } from './outbox/outbox-dead-letters.service';
 import { OutboxKeyLock } from './schema/outbox-key-lock.entity';
 import { OutboxMessage } from './schema/outbox-message.entity';
+import { OutboxAttempt } from './schema/outbox-attempt.entity';
 import { OutboxService } from './outbox/outbox.service';
 import { OutboxPublisher } from './publisher/outbox-publisher';
 import { OutboxTransactionSourceRegistrar } from './transaction/transaction-source.registrar';
@@ -50,7 +51,7 @@ export class OutboxModule extends OutboxConfigurableModule {
     const { dataSourceName, ...module } = definition;
     return {
       ...module,
-      imports: [...(module.imports ?? []), TypeOrmModule.forFeature([OutboxMessage, OutboxKeyLock, IdempotencyRecord], dataSourceName)],
+      imports: [...(module.imports ?? []), TypeOrmModule.forFeature([OutboxMessage, OutboxKeyLock, IdempotencyRecord, OutboxAttempt], dataSourceName)],
       providers: [
         ...(module.providers ?? []),
         {

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { OutboxConfigurationError } from './errors';
 import { DEFAULT_PUBLISHER_OPTIONS, DEFAULT_RETRY_OPTIONS } from './outbox.options';
 import { resolveOutboxOptions } from './outbox.options-validation';
@@ -10,6 +11,27 @@ describe('resolveOutboxOptions', () => {
     expect(resolved.transport).toBe('auto');
     expect(resolved.client).toBe('BROKER');
     expect(resolved.schemaCheck).toBe(true);
+  });
+
+  it('keeps 10 attempts of history and names the publisher hostname:pid by default; keeps given values', () => {
+    const defaults = resolveOutboxOptions({ client: 'B' });
+    expect(defaults.retry.historyLimit).toBe(10);
+    expect(defaults.publisher.instanceId).toBe(`${hostname()}:${process.pid}`);
+    const given = resolveOutboxOptions({ client: 'B', retry: { historyLimit: 0 }, publisher: { instanceId: 'pod-7' } });
+    expect(given.retry.historyLimit).toBe(0);
+    expect(given.publisher.instanceId).toBe('pod-7');
+  });
+
+  it.each([
+    ['a negative history limit', { retry: { historyLimit: -1 } }, /`retry\.historyLimit` must be between 0 and 1000, got -1/],
+    ['a history limit above 1000', { retry: { historyLimit: 1001 } }, /`retry\.historyLimit` must be between 0 and 1000/],
+    ['a fractional history limit', { retry: { historyLimit: 2.5 } }, /`retry\.historyLimit` must be an integer/],
+    ['an empty instance id', { publisher: { instanceId: '' } }, /`publisher\.instanceId` must be a non-empty string/],
+    ['a 256-character instance id', { publisher: { instanceId: 'x'.repeat(256) } }, /at most 255 characters/],
+    ['a numeric instance id', { publisher: { instanceId: 7 } }, /`publisher\.instanceId` must be a non-empty string/],
+  ])('refuses %s', (_what, options, message) => {
+    expect(() => resolveOutboxOptions({ client: 'B', ...(options as object) })).toThrow(OutboxConfigurationError);
+    expect(() => resolveOutboxOptions({ client: 'B', ...(options as object) })).toThrow(message);
   });
 
   it('keeps schemaCheck: false', () => {

@@ -92,6 +92,7 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
     leaseDuration: checkNumber('publisher.leaseDuration', pub.leaseDuration, d.leaseDuration, { min: 1000, integer: true }),
     notify: checkBoolean('publisher.notify', pub.notify, d.notify),
     maxBatchesInFlight: checkNumber('publisher.maxBatchesInFlight', pub.maxBatchesInFlight, d.maxBatchesInFlight, { min: 1, max: 64, integer: true }),
+    instanceId: checkInstanceId(pub.instanceId, d.instanceId),
   };
   if (pub.leaseDuration === undefined && publisher.leaseDuration < publisher.publishTimeout + 1000) {
     publisher.leaseDuration = publisher.publishTimeout * 2 + 1000;
@@ -110,6 +111,11 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
     factor: checkNumber('retry.factor', retry.factor, r.factor, { min: 1 }),
     maxDelay: checkNumber('retry.maxDelay', retry.maxDelay, r.maxDelay, { min: 0, integer: true }),
     jitter: checkNumber('retry.jitter', retry.jitter, r.jitter, { min: 0, max: 1 }),
+    historyLimit: checkNumber('retry.historyLimit', retry.historyLimit, r.historyLimit, {
+      min: 0,
+      max: 1000,
+      integer: true,
+    }),
   };
   if (retryOptions.maxDelay < retryOptions.initialDelay) {
     fail('retry.maxDelay', `(${retryOptions.maxDelay}) is below retry.initialDelay (${retryOptions.initialDelay})`, 'Make maxDelay at least initialDelay.');
@@ -186,4 +192,17 @@ function checkTransactions(value: unknown): ResolvedOutboxOptions['transactions'
     `must be 'builtin', 'cls' or an OutboxTransactionSource (an object with current() and run()), got ${describe(value)}`,
     "Leave it out for the built-in transactions, or pass 'cls' to join @nestjs-cls/transactional's TransactionHost.",
   );
+}
+
+/** `publisher.instanceId`: a non-empty string of at most 255 characters (the column's size). */
+function checkInstanceId(value: unknown, fallback: string): string {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'string' || value.length === 0 || value.length > 255) {
+    fail(
+      'publisher.instanceId',
+      `must be a non-empty string of at most 255 characters, got ${describe(value)}`,
+      `Pass a short name of this process (e.g. the pod name), or leave it out for hostname:pid ('${fallback}').`,
+    );
+  }
+  return value as string;
 }

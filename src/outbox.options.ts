@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import type { InjectionToken } from '@nestjs/common';
 import type { IdempotencyDefaults, ResolvedIdempotencyDefaults } from './idempotency/idempotency.options';
 import type { OutboxTransactionSource } from './transaction/transaction.types';
@@ -52,6 +53,12 @@ export interface OutboxPublisherOptions {
    * @default 4
    */
   maxBatchesInFlight?: number;
+  /**
+   * Name of this publisher instance, stored with each failed attempt in the attempt history (with the pass's owner
+   * token) so an operator sees which process failed. Up to 255 characters.
+   * @default `${os.hostname()}:${process.pid}`
+   */
+  instanceId?: string;
 }
 
 /** Removal of published rows: at once, or after a retention period by a scheduled cleanup in small batches. */
@@ -99,6 +106,14 @@ export interface OutboxRetryOptions {
   maxDelay?: number;
   /** Fraction (0–1) of the delay randomized, so retries of many messages spread out. @default 0.2 */
   jitter?: number;
+  /**
+   * Failed attempts kept per message in the attempt history (`outbox_attempts`, shown by
+   * `OutboxDeadLetters.get()`): the newest ones, with their time, redacted error, owner token and publisher. Written
+   * in the same transaction that reschedules the message or marks it dead; deleted with the message. 0 keeps none
+   * (and writes nothing). An integer from 0 to 1000.
+   * @default 10
+   */
+  historyLimit?: number;
 }
 
 /** Options of `OutboxModule.forRoot()` and the object returned by `forRootAsync()`'s factory. */
@@ -199,6 +214,7 @@ export const DEFAULT_PUBLISHER_OPTIONS: Readonly<Required<OutboxPublisherOptions
   leaseDuration: 30_000,
   notify: true,
   maxBatchesInFlight: 4,
+  instanceId: `${hostname()}:${process.pid}`,
 });
 
 export const DEFAULT_CLEANUP_OPTIONS: Readonly<Required<OutboxCleanupOptions>> = Object.freeze({
@@ -215,4 +231,5 @@ export const DEFAULT_RETRY_OPTIONS: Readonly<Required<OutboxRetryOptions>> = Obj
   factor: 2,
   maxDelay: 300_000,
   jitter: 0.2,
+  historyLimit: 10,
 });

@@ -1,5 +1,11 @@
 import { DataSource } from 'typeorm';
-import { CreateOutboxTables1764374400000, OutboxKeyLock, OutboxMessage } from '../src';
+import {
+  AddOutboxAttempts1765152000000,
+  CreateOutboxTables1764374400000,
+  OutboxAttempt,
+  OutboxKeyLock,
+  OutboxMessage,
+} from '../src';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
 import { useTestDatabase } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';
@@ -7,28 +13,55 @@ import { describeWith } from './helpers/services';
 const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
 
 for (const kind of kinds) {
-  describeWith(servicesOf(kind), `Outbox migration on ${DATABASE_LABEL[kind]}`, () => {
+  describeWith(servicesOf(kind), `Outbox migrations on ${DATABASE_LABEL[kind]}`, () => {
     const fx = useTestDatabase(kind);
     let ds: DataSource;
 
     beforeAll(async () => {
-      ds = new DataSource({ ...fx.db.options, entities: [OutboxMessage, OutboxKeyLock], migrations: [CreateOutboxTables1764374400000], logging: false } as never);
+      ds = new DataSource({
+        ...fx.db.options,
+        entities: [OutboxMessage, OutboxKeyLock, OutboxAttempt],
+        migrations: [CreateOutboxTables1764374400000, AddOutboxAttempts1765152000000],
+        logging: false,
+      } as never);
       await ds.initialize();
       fx.defer(() => ds.destroy());
     });
 
-    it('creates exactly the schema of the entities (nothing left for synchronize to change), and reverts', async () => {
-      expect((await ds.runMigrations()).map((m) => m.name)).toEqual(['CreateOutboxTables1764374400000']);
+    it('create exactly the schema of the entities (nothing left for synchronize to change), and revert', async () => {
+      expect((await ds.runMigrations()).map((m) => m.name)).toEqual([
+        'CreateOutboxTables1764374400000',
+        'AddOutboxAttempts1765152000000',
+      ]);
       const pending = await ds.driver.createSchemaBuilder().log();
       expect(pending.upQueries.map((q) => q.query)).toEqual([]);
       await ds.undoLastMigration();
       const runner = ds.createQueryRunner();
       try {
+        expect(await runner.hasTable('outbox_attempts')).toBe(false);
+        expect(await runner.hasColumn('outbox_messages', 'dead_at')).toBe(false);
+        await ds.undoLastMigration();
         expect(await runner.hasTable('outbox_messages')).toBe(false);
         expect(await runner.hasTable('outbox_key_locks')).toBe(false);
       } finally {
         await runner.release();
       }
+    });
+
+    it('AddOutboxAttempts dates the rows that were already dead from their available_at', async () => {
+      await ds.runMigrations({ transaction: 'each' });
+      await ds.undoLastMigration();
+      const t = (n: string) => ds.driver.escape(n);
+      await ds.query(
+        `INSERT INTO ${t('outbox_messages')} (${['message_id', 'pattern', 'payload', 'status', 'attempts', 'available_at', 'created_at'].map(t).join(', ')}) ` +
+          `VALUES ('d1', 'E', '{}', 'dead', 3, 5000, 1000), ('p1', 'E', '{}', 'pending', 0, 7000, 1000)`,
+      );
+      await ds.runMigrations();
+      const rows = await ds.getRepository(OutboxMessage).find({ order: { seq: 'ASC' } });
+      expect(rows.map((r) => [r.messageId, r.deadAt?.getTime() ?? null])).toEqual([
+        ['d1', 5000],
+        ['p1', null],
+      ]);
     });
   });
 }

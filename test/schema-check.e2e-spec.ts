@@ -4,9 +4,11 @@ import { Test } from '@nestjs/testing';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import {
+  AddOutboxAttempts1765152000000,
   CreateIdempotencyKeys1764460800000,
   CreateOutboxTables1764374400000,
   IdempotencyRecord,
+  OutboxAttempt,
   OutboxKeyLock,
   OutboxMessage,
   OutboxModule,
@@ -18,7 +20,11 @@ import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatab
 import { describeWith } from './helpers/services';
 
 const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
-const MIGRATIONS = [CreateOutboxTables1764374400000, CreateIdempotencyKeys1764460800000];
+const MIGRATIONS = [
+  CreateOutboxTables1764374400000,
+  AddOutboxAttempts1765152000000,
+  CreateIdempotencyKeys1764460800000,
+];
 const TYPEORM_DEFAULTS = { autoLoadEntities: true, synchronize: false, retryAttempts: 0, logging: false };
 
 /** Startup schema check: a missing table or column fails app.init() with OutboxSchemaError, not the first request. */
@@ -36,7 +42,7 @@ for (const kind of kinds) {
 
     /** Prepares the database with a DataSource of its own, as a migration job or another app would. */
     async function withDataSource(work: (ds: DataSource) => Promise<unknown>, migrations: unknown[] = MIGRATIONS) {
-      const entities = [OutboxMessage, OutboxKeyLock, IdempotencyRecord];
+      const entities = [OutboxMessage, OutboxKeyLock, OutboxAttempt, IdempotencyRecord];
       const ds = new DataSource({ ...db.options, entities, migrations, logging: false } as never);
       await ds.initialize();
       try {
@@ -87,19 +93,47 @@ for (const kind of kinds) {
 
     it(`${label}: no tables → app.init() fails with OutboxSchemaError naming tables, DataSource, fixes`, async () => {
       const error = await bootError();
-      const expected = ['outbox_messages', ...(kind === 'mariadb' ? ['outbox_key_locks'] : []), 'idempotency_keys'];
+      const expected = [
+        'outbox_messages',
+        ...(kind === 'mariadb' ? ['outbox_key_locks'] : []),
+        'outbox_attempts',
+        'idempotency_keys',
+      ];
       expect(error.problems.map((p) => p.table)).toEqual(expected);
       expect(error.problems.every((p) => p.tableMissing)).toBe(true);
       expect(error.dataSource).toBe('default');
       for (const table of expected) expect(error.message).toContain(`table "${table}" does not exist`);
       expect(error.message).toContain("DataSource 'default'");
-      expect(error.message).toContain('CreateOutboxTables1764374400000 and CreateIdempotencyKeys1764460800000');
+      expect(error.message).toContain(
+        'CreateOutboxTables1764374400000, AddOutboxAttempts1765152000000 and CreateIdempotencyKeys1764460800000',
+      );
       expect(error.message).toContain('`synchronize: true` in development');
       expect(error.message).toContain('`schemaCheck: false`');
     });
 
-    it(`${label}: only the outbox migration run → fails naming idempotency_keys and its migration`, async () => {
-      await withDataSource((ds) => ds.runMigrations(), [CreateOutboxTables1764374400000]);
+    it(`${label}: only the first outbox migration run → fails naming dead_at, outbox_attempts and only AddOutboxAttempts`, async () => {
+      await withDataSource(
+        (ds) => ds.runMigrations(),
+        [CreateOutboxTables1764374400000, CreateIdempotencyKeys1764460800000],
+      );
+      const error = await bootError();
+      expect(error.problems).toEqual([
+        { table: 'outbox_messages', tableMissing: false, missingColumns: ['dead_at'] },
+        {
+          table: 'outbox_attempts',
+          tableMissing: true,
+          missingColumns: expect.arrayContaining(['message_seq', 'error']),
+        },
+      ]);
+      expect(error.message).toContain('run the shipped migration AddOutboxAttempts1765152000000 (exported');
+      expect(error.message).not.toContain('CreateOutboxTables1764374400000');
+    });
+
+    it(`${label}: only the outbox migrations run → fails naming idempotency_keys and its migration`, async () => {
+      await withDataSource(
+        (ds) => ds.runMigrations(),
+        [CreateOutboxTables1764374400000, AddOutboxAttempts1765152000000],
+      );
       const error = await bootError();
       const missingColumns = expect.arrayContaining(['idempotency_key', 'fingerprint']);
       expect(error.problems).toEqual([{ table: 'idempotency_keys', tableMissing: true, missingColumns }]);

@@ -77,8 +77,70 @@ export interface UniqueIndexDescription {
   columns: readonly string[];
 }
 
-/** Which dead rows an operation applies to: the given message ids, or all of them when omitted. */
-export type DeadSelection = readonly string[] | undefined;
+/**
+ * Which dead rows a query or an operation applies to: every condition given must hold (none given: every dead row).
+ * Times are epoch milliseconds on the database clock; `…Since` is inclusive, `…Before` exclusive.
+ */
+export interface DeadRowFilter {
+  messageIds?: readonly string[];
+  pattern?: string;
+  key?: string;
+  /** Case-insensitive substring of the last error. */
+  errorContains?: string;
+  deadSince?: number;
+  deadBefore?: number;
+  createdSince?: number;
+  createdBefore?: number;
+}
+
+/**
+ * Which dead rows an operation applies to: the given message ids, the rows a filter matches, or all of them when
+ * omitted.
+ */
+export type DeadSelection = readonly string[] | DeadRowFilter | undefined;
+
+/** A dead row's place in the newest-first order (`dead_at` descending, then `seq` descending). */
+export interface DeadRowPosition {
+  deadAt: number;
+  seq: string;
+}
+
+/** One page of dead rows: those matching `filter`, newest death first, after `after` when given. */
+export interface DeadRowsQuery {
+  filter: DeadRowFilter;
+  after?: DeadRowPosition;
+  limit: number;
+}
+
+/** A dead row as a page lists it (without payload and headers). Times are epoch ms; `deadAt` 0 when unknown. */
+export interface DeadRow {
+  seq: string;
+  messageId: string;
+  pattern: string;
+  key: string | null;
+  attempts: number;
+  createdAt: number;
+  deadAt: number;
+  lastError: string | null;
+}
+
+/** One recorded failed attempt of a message. `failedAt` is epoch ms on the database clock. */
+export interface AttemptRow {
+  attempt: number;
+  failedAt: number;
+  counted: boolean;
+  error: string;
+  owner: string;
+  publisher: string;
+}
+
+/** How `markFailed()` records the attempt history. */
+export interface AttemptHistoryOptions {
+  /** The publisher instance that made the attempts (e.g. `hostname:pid`). */
+  publisher: string;
+  /** Attempts kept per message (the newest); 0 records none. */
+  limit: number;
+}
 
 export interface ClaimRequest {
   /** Table name (already resolved, unquoted). */
@@ -113,25 +175,43 @@ export interface OutboxDialect {
   markSent(manager: EntityManager, table: string, owner: string, seqs: readonly string[]): Promise<number>;
   /**
    * Records failures (retry later or dead; an unreachable broker's attempt given back), only where `owner` still
-   * holds the claim. Errors are stored redacted of credentials. Resolves with rows changed.
+   * holds the claim. Errors are stored redacted of credentials. A row marked dead gets `dead_at` = now. With
+   * `history` (and a limit above 0), also appends one attempt row per failure of a row still held, in the same
+   * transaction, and keeps only the newest `history.limit` attempts of each of those messages. Resolves with rows
+   * changed.
    */
-  markFailed(manager: EntityManager, table: string, owner: string, failures: readonly OutboxFailure[]): Promise<number>;
+  markFailed(
+    manager: EntityManager,
+    table: string,
+    owner: string,
+    failures: readonly OutboxFailure[],
+    history?: AttemptHistoryOptions,
+  ): Promise<number>;
   /** Releases claims that were not started (shutdown): the rows become due again at once, the attempt uncounted. */
   release(manager: EntityManager, table: string, owner: string, seqs: readonly string[]): Promise<number>;
   /** Deletes rows that were published, only where `owner` still holds the claim (delete-on-publish mode). */
   deleteSent(manager: EntityManager, table: string, owner: string, seqs: readonly string[]): Promise<number>;
   /** Counts pending / due / in-flight / dead rows and the age of the oldest pending one. */
   stats(manager: EntityManager, table: string): Promise<OutboxStats>;
-  /** Makes dead rows pending again (attempts reset, due now). Resolves with the number requeued. */
-  requeueDead(manager: EntityManager, table: string, messageIds: DeadSelection): Promise<number>;
-  /** Counts dead rows per pattern (of the given message ids, or all): one grouped query. */
+  /**
+   * Makes the selected dead rows — and only those — pending again (attempts reset, due now, `dead_at` 0). Resolves
+   * with the number requeued.
+   */
+  requeueDead(manager: EntityManager, table: string, selection: DeadSelection): Promise<number>;
+  /** Counts the selected dead rows per pattern: one grouped query. */
   countDeadByPattern(
     manager: EntityManager,
     table: string,
-    messageIds: DeadSelection,
+    selection: DeadSelection,
   ): Promise<Array<{ pattern: string; count: number }>>;
-  /** Deletes dead rows. Resolves with the number deleted. */
-  purgeDead(manager: EntityManager, table: string, messageIds: DeadSelection): Promise<number>;
+  /** Deletes the selected dead rows (their attempt history with them). Resolves with the number deleted. */
+  purgeDead(manager: EntityManager, table: string, selection: DeadSelection): Promise<number>;
+  /** Dead rows matching the query, newest death first (ties: higher `seq` first), at most `limit`. */
+  listDead(manager: EntityManager, table: string, query: DeadRowsQuery): Promise<DeadRow[]>;
+  /** Number of dead rows matching the filter. */
+  countDead(manager: EntityManager, table: string, filter: DeadRowFilter): Promise<number>;
+  /** The recorded attempts of the message `seq` of the outbox table `table`, oldest first. */
+  listAttempts(manager: EntityManager, table: string, seq: string): Promise<AttemptRow[]>;
   /**
    * Deletes up to `limit` sent rows older than `retentionMs` (by `sent_at`, on the database clock) in one short
    * statement/transaction, skipping rows another replica is deleting. Resolves with the number deleted.

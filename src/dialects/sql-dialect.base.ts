@@ -3,6 +3,11 @@ import type {
   ClaimedOutboxRow,
   ClaimRequest,
   CompanionTable,
+  AttemptHistoryOptions,
+  AttemptRow,
+  DeadRow,
+  DeadRowFilter,
+  DeadRowsQuery,
   DeadSelection,
   NewOutboxRow,
   OutboxDialect,
@@ -11,6 +16,7 @@ import type {
   UniqueIndexDescription,
 } from './outbox-dialect';
 import { redactSecrets } from '../util/redact-secrets';
+import { outboxAttemptsTable } from '../schema/outbox-attempt.entity';
 
 /** A unique index, described well enough for every database's error to be matched against it. */
 export type UniqueIndexRef = UniqueIndexDescription;
@@ -38,6 +44,19 @@ const SEQ = /^\d+$/;
 export function checkedSeq(seq: string): string {
   if (!SEQ.test(seq)) throw new Error(`Invalid outbox sequence number: ${JSON.stringify(seq)}`);
   return seq;
+}
+
+/** Checks that a time is an integer number of milliseconds before it is inlined into SQL. */
+export function checkedMs(ms: number): string {
+  if (!Number.isSafeInteger(ms)) throw new Error(`Invalid epoch milliseconds: ${String(ms)}`);
+  return String(ms);
+}
+
+/** The filter a selection stands for: ids, a filter, or every dead row. */
+function toDeadFilter(selection: DeadSelection): DeadRowFilter {
+  if (selection === undefined) return {};
+  if (Array.isArray(selection)) return { messageIds: selection };
+  return selection as DeadRowFilter;
 }
 
 const INSERT_CHUNK = 500;
@@ -174,13 +193,16 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
     };
   }
 
-  async requeueDead(manager: EntityManager, table: string, messageIds: DeadSelection): Promise<number> {
-    if (messageIds && messageIds.length === 0) return 0;
+  async requeueDead(manager: EntityManager, table: string, selection: DeadSelection): Promise<number> {
+    const filter = toDeadFilter(selection);
+    if (filter.messageIds?.length === 0) return 0;
     const q = (c: string) => this.quote(c);
-    const params = messageIds ? [...messageIds] : [];
+    const { where, params } = this.deadWhere(filter);
     const { affected } = await this.execute(
       manager,
-      `UPDATE ${this.quoteTable(table)} SET ${q('status')} = 'pending', ${q('attempts')} = 0, ${q('available_at')} = ${this.nowMs}, ${q('claimed_by')} = NULL, ${q('claimed_until')} = NULL WHERE ${q('status')} = 'dead'${this.idFilter(params)}`,
+      `UPDATE ${this.quoteTable(table)} SET ${q('status')} = 'pending', ${q('attempts')} = 0, ` +
+        `${q('available_at')} = ${this.nowMs}, ${q('dead_at')} = 0, ${q('claimed_by')} = NULL, ` +
+        `${q('claimed_until')} = NULL WHERE ${where}`,
       params,
     );
     return affected;
@@ -189,30 +211,123 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
   async countDeadByPattern(
     manager: EntityManager,
     table: string,
-    messageIds: DeadSelection,
+    selection: DeadSelection,
   ): Promise<Array<{ pattern: string; count: number }>> {
-    if (messageIds && messageIds.length === 0) return [];
+    const filter = toDeadFilter(selection);
+    if (filter.messageIds?.length === 0) return [];
     const q = (c: string) => this.quote(c);
-    const params = messageIds ? [...messageIds] : [];
+    const { where, params } = this.deadWhere(filter);
     const { records } = await this.execute(
       manager,
       `SELECT ${q('pattern')} AS ${q('pattern')}, COUNT(*) AS ${q('n')} FROM ${this.quoteTable(table)} ` +
-        `WHERE ${q('status')} = 'dead'${this.idFilter(params)} GROUP BY ${q('pattern')}`,
+        `WHERE ${where} GROUP BY ${q('pattern')}`,
       params,
     );
     return records.map((r) => ({ pattern: String(r.pattern), count: Number(r.n) }));
   }
 
-  async purgeDead(manager: EntityManager, table: string, messageIds: DeadSelection): Promise<number> {
-    if (messageIds && messageIds.length === 0) return 0;
+  async purgeDead(manager: EntityManager, table: string, selection: DeadSelection): Promise<number> {
+    const filter = toDeadFilter(selection);
+    if (filter.messageIds?.length === 0) return 0;
+    const { where, params } = this.deadWhere(filter);
+    const { affected } = await this.execute(manager, `DELETE FROM ${this.quoteTable(table)} WHERE ${where}`, params);
+    return affected;
+  }
+
+  async listDead(manager: EntityManager, table: string, { filter, after, limit }: DeadRowsQuery): Promise<DeadRow[]> {
+    if (filter.messageIds?.length === 0) return [];
     const q = (c: string) => this.quote(c);
-    const params = messageIds ? [...messageIds] : [];
-    const { affected } = await this.execute(
+    const { where, params } = this.deadWhere(filter);
+    const keyset = after ? ` AND ${this.keysetBefore(checkedMs(after.deadAt), checkedSeq(after.seq))}` : '';
+    const columns = ['seq', 'message_id', 'pattern', 'ordering_key', 'attempts', 'created_at', 'dead_at', 'last_error'];
+    const { records } = await this.execute(
       manager,
-      `DELETE FROM ${this.quoteTable(table)} WHERE ${q('status')} = 'dead'${this.idFilter(params)}`,
+      `SELECT ${columns.map(q).join(', ')} FROM ${this.quoteTable(table)}${this.deadIndexHint(filter)} ` +
+        `WHERE ${where}${keyset} ` +
+        `ORDER BY ${q('dead_at')} DESC, ${q('seq')} DESC LIMIT ${Math.max(1, Math.floor(limit))}`,
       params,
     );
-    return affected;
+    return records.map((r) => ({
+      seq: String(r.seq),
+      messageId: String(r.message_id),
+      pattern: String(r.pattern),
+      key: r.ordering_key ?? null,
+      attempts: Number(r.attempts),
+      createdAt: Number(r.created_at),
+      deadAt: Number(r.dead_at ?? 0),
+      lastError: r.last_error ?? null,
+    }));
+  }
+
+  async countDead(manager: EntityManager, table: string, filter: DeadRowFilter): Promise<number> {
+    if (filter.messageIds?.length === 0) return 0;
+    const { where, params } = this.deadWhere(filter);
+    const { records } = await this.execute(
+      manager,
+      `SELECT COUNT(*) AS ${this.quote('n')} FROM ${this.quoteTable(table)} WHERE ${where}`,
+      params,
+    );
+    return Number(records[0]?.n ?? 0);
+  }
+
+  async listAttempts(manager: EntityManager, table: string, seq: string): Promise<AttemptRow[]> {
+    const q = (c: string) => this.quote(c);
+    const columns = ['attempt', 'failed_at', 'counted', 'error', 'owner', 'publisher'];
+    const { records } = await this.execute(
+      manager,
+      `SELECT ${columns.map(q).join(', ')} FROM ${this.quoteTable(outboxAttemptsTable(table))} ` +
+        `WHERE ${q('message_seq')} = ${checkedSeq(seq)} ORDER BY ${q('id')}`,
+    );
+    return records.map((r) => ({
+      attempt: Number(r.attempt),
+      failedAt: Number(r.failed_at),
+      counted: Number(r.counted) === 1,
+      error: String(r.error),
+      owner: String(r.owner),
+      publisher: String(r.publisher),
+    }));
+  }
+
+  /**
+   * The condition of dead rows matching `filter` (`status = 'dead'` first, so the dead index serves it), with its
+   * parameters in order of appearance (positional on MySQL and SQLite).
+   */
+  protected deadWhere(filter: DeadRowFilter): { where: string; params: unknown[] } {
+    const q = (c: string) => this.quote(c);
+    const params: unknown[] = [];
+    const p = (value: unknown) => {
+      params.push(value);
+      return this.param(params.length);
+    };
+    const parts = [`${q('status')} = 'dead'`];
+    if (filter.messageIds) parts.push(`${q('message_id')} IN (${filter.messageIds.map(p).join(', ')})`);
+    if (filter.pattern !== undefined) parts.push(`${q('pattern')} = ${p(filter.pattern)}`);
+    if (filter.key !== undefined) parts.push(`${q('ordering_key')} = ${p(filter.key)}`);
+    if (filter.errorContains !== undefined) {
+      const escaped = filter.errorContains.toLowerCase().replace(/[!%_]/g, (c) => `!${c}`);
+      parts.push(`LOWER(${q('last_error')}) LIKE ${p(`%${escaped}%`)} ESCAPE '!'`);
+    }
+    const range = (column: string, since: number | undefined, before: number | undefined) => {
+      if (since !== undefined) parts.push(`${q(column)} >= ${checkedMs(since)}`);
+      if (before !== undefined) parts.push(`${q(column)} < ${checkedMs(before)}`);
+    };
+    range('dead_at', filter.deadSince, filter.deadBefore);
+    range('created_at', filter.createdSince, filter.createdBefore);
+    return { where: parts.join(' AND '), params };
+  }
+
+  /** An index hint for `listDead()`, placed after the table name (none by default). */
+  protected deadIndexHint(_filter: DeadRowFilter): string {
+    return '';
+  }
+
+  /**
+   * Rows strictly after (`deadAt`, `seq`) in the newest-first order, from checked integer literals. Spelled out
+   * with OR here (MySQL/MariaDB and SQLite turn it into index ranges); PostgreSQL uses a row comparison.
+   */
+  protected keysetBefore(deadAt: string, seq: string): string {
+    const q = (c: string) => this.quote(c);
+    return `(${q('dead_at')} < ${deadAt} OR (${q('dead_at')} = ${deadAt} AND ${q('seq')} < ${seq}))`;
   }
 
   async deleteExpiredSent(manager: EntityManager, table: string, retentionMs: number, limit: number): Promise<number> {
@@ -234,11 +349,6 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
   /** Row-locking clause that skips rows other transactions hold (empty where there is one writer). */
   protected readonly skipLockedClause: string = 'FOR UPDATE SKIP LOCKED';
 
-  private idFilter(params: unknown[]): string {
-    if (params.length === 0) return '';
-    return ` AND ${this.quote('message_id')} IN (${params.map((_, i) => this.param(i + 1)).join(', ')})`;
-  }
-
   async markSent(manager: EntityManager, table: string, owner: string, seqs: readonly string[]): Promise<number> {
     if (seqs.length === 0) return 0;
     const q = (c: string) => this.quote(c);
@@ -251,8 +361,86 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
     return affected;
   }
 
-  async markFailed(manager: EntityManager, table: string, owner: string, failures: readonly OutboxFailure[]): Promise<number> {
+  async markFailed(
+    manager: EntityManager,
+    table: string,
+    owner: string,
+    failures: readonly OutboxFailure[],
+    history?: AttemptHistoryOptions,
+  ): Promise<number> {
     if (failures.length === 0) return 0;
+    if (!history || history.limit <= 0) return this.updateFailed(manager, table, owner, failures);
+    const q = (c: string) => this.quote(c);
+    return this.inTransaction(manager, async (tx) => {
+      // Lock the rows this claim still holds, so the update and the history cover exactly the same rows.
+      const { records } = await this.execute(
+        tx,
+        `SELECT ${q('seq')}, ${q('attempts')} FROM ${this.quoteTable(table)} ` +
+          `WHERE ${q('claimed_by')} = ${this.param(1)} ` +
+          `AND ${q('seq')} IN (${failures.map((f) => checkedSeq(f.seq)).join(', ')}) ${this.lockRowsClause}`,
+        [owner],
+      );
+      const held = new Map(records.map((r) => [String(r.seq), Number(r.attempts)]));
+      const mine = failures.filter((f) => held.has(f.seq));
+      if (mine.length === 0) return 0;
+      const changed = await this.updateFailed(tx, table, owner, mine);
+      await this.recordAttempts(tx, table, owner, mine, held, history);
+      return changed;
+    });
+  }
+
+  /** Appends one attempt row per failure, then keeps only the newest `history.limit` of each message. */
+  protected async recordAttempts(
+    tx: EntityManager,
+    table: string,
+    owner: string,
+    failures: readonly OutboxFailure[],
+    attempts: ReadonlyMap<string, number>,
+    history: AttemptHistoryOptions,
+  ): Promise<void> {
+    const q = (c: string) => this.quote(c);
+    const attemptsTable = this.quoteTable(outboxAttemptsTable(table));
+    const columns = ['message_seq', 'attempt', 'failed_at', 'counted', 'error', 'owner', 'publisher'];
+    for (let start = 0; start < failures.length; start += INSERT_CHUNK) {
+      const params: unknown[] = [];
+      const p = (value: unknown) => {
+        params.push(value);
+        return this.param(params.length);
+      };
+      const values = failures.slice(start, start + INSERT_CHUNK).map((f) => {
+        const counted = f.transportUnreachable && !f.dead ? 0 : 1;
+        const error = p(redactSecrets(f.error).slice(0, 4000));
+        const who = `${p(owner)}, ${p(history.publisher)}`;
+        return `(${checkedSeq(f.seq)}, ${attempts.get(f.seq) ?? 0}, ${this.nowMs}, ${counted}, ${error}, ${who})`;
+      });
+      const insert = `INSERT INTO ${attemptsTable} (${columns.map(q).join(', ')}) VALUES ${values.join(', ')}`;
+      await this.execute(tx, insert, params);
+    }
+    const seqs = failures.map((f) => checkedSeq(f.seq)).join(', ');
+    const { records } = await this.execute(
+      tx,
+      `SELECT ${q('id')} FROM (SELECT ${q('id')}, ` +
+        `ROW_NUMBER() OVER (PARTITION BY ${q('message_seq')} ORDER BY ${q('id')} DESC) AS ${q('rn')} ` +
+        `FROM ${attemptsTable} WHERE ${q('message_seq')} IN (${seqs})) ${q('x')} ` +
+        `WHERE ${q('rn')} > ${Math.floor(history.limit)}`,
+    );
+    if (records.length === 0) return;
+    await this.execute(
+      tx,
+      `DELETE FROM ${attemptsTable} WHERE ${q('id')} IN (${records.map((r) => checkedSeq(String(r.id))).join(', ')})`,
+    );
+  }
+
+  /** Locks the rows a SELECT read until the transaction ends (empty where there is one writer). */
+  protected readonly lockRowsClause: string = 'FOR UPDATE';
+
+  /** The fenced UPDATE of `markFailed()`: retry or dead (with `dead_at`), error, claim cleared. */
+  protected async updateFailed(
+    manager: EntityManager,
+    table: string,
+    owner: string,
+    failures: readonly OutboxFailure[],
+  ): Promise<number> {
     const q = (c: string) => this.quote(c);
     // Placeholders are positional on MySQL and SQLite: push parameters in the order they appear in the text.
     const params: unknown[] = [];
@@ -266,6 +454,9 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
       .join(' ');
     const dead = failures.filter((f) => f.dead).map((f) => f.seq);
     const statusExpr = dead.length ? `CASE WHEN ${q('seq')} IN (${dead.join(', ')}) THEN 'dead' ELSE 'pending' END` : `'pending'`;
+    const deadAtExpr = dead.length
+      ? `, ${q('dead_at')} = CASE WHEN ${q('seq')} IN (${dead.join(', ')}) THEN ${this.nowMs} ELSE ${q('dead_at')} END`
+      : '';
     // An unreachable broker gives back the attempt its claim counted (never below 0).
     const uncounted = failures.filter((f) => f.transportUnreachable && !f.dead).map((f) => f.seq);
     const attempts = q('attempts');
@@ -275,7 +466,7 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
       : '';
     const { affected } = await this.execute(
       manager,
-      `UPDATE ${this.quoteTable(table)} SET ${q('status')} = ${statusExpr}${attemptsExpr}, ${q('available_at')} = ${this.nowMs} + CASE ${q('seq')} ${delayCases} ELSE 0 END, ${q('last_error')} = CASE ${q('seq')} ${errorCases} ELSE ${q('last_error')} END, ${q('claimed_by')} = NULL, ${q('claimed_until')} = NULL WHERE ${q('claimed_by')} = ${p(owner)} AND ${q('seq')} IN (${failures.map((f) => f.seq).join(', ')})`,
+      `UPDATE ${this.quoteTable(table)} SET ${q('status')} = ${statusExpr}${deadAtExpr}${attemptsExpr}, ${q('available_at')} = ${this.nowMs} + CASE ${q('seq')} ${delayCases} ELSE 0 END, ${q('last_error')} = CASE ${q('seq')} ${errorCases} ELSE ${q('last_error')} END, ${q('claimed_by')} = NULL, ${q('claimed_until')} = NULL WHERE ${q('claimed_by')} = ${p(owner)} AND ${q('seq')} IN (${failures.map((f) => f.seq).join(', ')})`,
       params,
       { relay: true },
     );

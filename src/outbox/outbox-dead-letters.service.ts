@@ -1,5 +1,14 @@
 import { Injectable } from '@nestjs/common';
-import { OutboxInvalidMessageError } from '../errors';
+import { OutboxDeadLetterQueryError, OutboxInvalidMessageError } from '../errors';
+import type { DeadRow } from '../dialects/outbox-dialect';
+import { checkFilter, checkIds, checkLimit, decodeCursor, encodeCursor } from './dead-letter-query';
+import type {
+  DeadLetterFilter,
+  DeadLetterPage,
+  DeadLetterPageQuery,
+  DeadLetterSummary,
+  OutboxMessageDetail,
+} from './dead-letter.model';
 import { OutboxPublisher } from '../publisher/outbox-publisher';
 import { outsideTransactionContext } from '../transaction/transaction-context';
 import { runInTransaction, runOnConnection } from '../transaction/transaction-runner';
@@ -22,10 +31,13 @@ export interface ListDeadOptions {
  * still blocks later messages of its key (per-key order), until it is requeued or purged.
  *
  * ```ts
- * const dead = await deadLetters.list({ pattern: 'OrderPlaced' });
- * await deadLetters.requeue(dead.map((m) => m.messageId)); // or requeue() for all
- * await deadLetters.purge(['…']);                            // or purge() for all
+ * const { items, nextCursor } = await deadLetters.page({ pattern: 'OrderPlaced', errorContains: 'timeout' });
+ * const one = await deadLetters.get(items[0].messageId);   // payload, headers, attempt history
+ * await deadLetters.requeue({ pattern: 'OrderPlaced' });     // by filter; or ids; or requeue() for all
+ * await deadLetters.purge(['…']);                            // or a filter; or purge() for all
  * ```
+ *
+ * Every result is plain JSON (times in epoch milliseconds on the database clock), ready for an HTTP API.
  */
 @Injectable()
 export class OutboxDeadLetters {
@@ -53,19 +65,80 @@ export class OutboxDeadLetters {
     return rows;
   }
 
-  /** Number of dead messages. */
-  count(): Promise<number> {
-    return runOnConnection(this.database.dataSource, (m) => m.getRepository(OutboxMessage).countBy({ status: 'dead' }));
+  /** Number of dead messages, of those matching `filter` when given. */
+  async count(filter?: DeadLetterFilter): Promise<number> {
+    const where = checkFilter('count', filter);
+    const { dataSource, dialect, table } = this.database;
+    return runOnConnection(dataSource, (m) => dialect.countDead(m, table, where));
   }
 
   /**
-   * Makes dead messages pending again — the given message ids, or all dead messages when called without — with
-   * their attempts reset, due at once. Resolves with the number requeued and wakes the publisher. While someone
-   * watches the publisher's `requeued` event (metrics do), the rows are counted per pattern in the same transaction
-   * and the event reports them.
+   * One page of dead messages matching the query's filter, newest death first (ties: newest written first). Pages
+   * are keyset pages: pass `nextCursor` back as `cursor` (with the same filter) for the next one; each costs one
+   * index range scan however deep it is, and walking the pages lists every message that stays dead exactly once,
+   * while others die, are requeued or purged meanwhile (messages that die meanwhile sort before the first page).
    */
-  async requeue(messageIds?: readonly string[]): Promise<number> {
-    const ids = this.checkIds('requeue', messageIds);
+  async page(query: DeadLetterPageQuery = {}): Promise<DeadLetterPage> {
+    const { limit: rawLimit, cursor, ...rest } = query ?? {};
+    const filter = checkFilter('page', { ...rest });
+    const limit = checkLimit('page', rawLimit, 50);
+    const after = decodeCursor('page', cursor);
+    const { dataSource, dialect, table } = this.database;
+    const rows = await runOnConnection(dataSource, (m) =>
+      dialect.listDead(m, table, { filter, after, limit: limit + 1 }),
+    );
+    const items = rows.slice(0, limit);
+    const last = items[items.length - 1];
+    return {
+      items: items.map(toSummary),
+      nextCursor: rows.length > limit && last ? encodeCursor({ deadAt: last.deadAt, seq: last.seq }) : null,
+    };
+  }
+
+  /**
+   * One message — dead or not — with its payload, headers and attempt history (the newest `retry.historyLimit`
+   * failed attempts, oldest first, errors redacted), or null when no row has this id (never written, purged, or
+   * removed after it was published).
+   */
+  async get(messageId: string): Promise<OutboxMessageDetail | null> {
+    if (typeof messageId !== 'string' || messageId.length === 0 || messageId.length > 255) {
+      throw new OutboxDeadLetterQueryError(
+        `OutboxDeadLetters.get() takes a message id (a non-empty string of at most 255 characters), got ` +
+          `${JSON.stringify(String(messageId))}. Pass the messageId of a listed message.`,
+      );
+    }
+    const { dataSource, dialect, table } = this.database;
+    return runOnConnection(dataSource, async (m) => {
+      const row = await m.getRepository(OutboxMessage).findOneBy({ messageId });
+      if (!row) return null;
+      const history = await dialect.listAttempts(m, table, row.seq);
+      return {
+        messageId: row.messageId,
+        pattern: row.pattern,
+        key: row.key,
+        status: row.status,
+        attempts: row.attempts,
+        createdAt: row.createdAt.getTime(),
+        deadAt: row.deadAt ? row.deadAt.getTime() : null,
+        lastError: row.lastError === null ? null : redactSecrets(row.lastError),
+        payload: row.payload,
+        headers: row.headers,
+        availableAt: row.availableAt.getTime(),
+        sentAt: row.sentAt ? row.sentAt.getTime() : null,
+        history: history.map((a) => ({ ...a, error: redactSecrets(a.error) })),
+      };
+    });
+  }
+
+  /**
+   * Makes dead messages pending again — the given message ids, those a filter matches, or all dead messages when
+   * called without (or with `{}`) — with their attempts reset, due at once; only dead messages are touched. A
+   * requeued message keeps its place in its key's order. Resolves with the number requeued and wakes the publisher.
+   * While someone watches the publisher's `requeued` event (metrics do), the rows are counted per pattern in the
+   * same transaction and the event reports them.
+   */
+  async requeue(selection?: readonly string[] | DeadLetterFilter): Promise<number> {
+    const ids = this.checkSelection('requeue', selection);
     const { dataSource, dialect, table } = this.database;
     if (!this.publisher.isWatched('requeued')) {
       const count = await runOnConnection(dataSource, (m) => dialect.requeueDead(m, table, ids));
@@ -86,22 +159,35 @@ export class OutboxDeadLetters {
     return count;
   }
 
-  /** Deletes dead messages — the given message ids, or all when called without. Resolves with the number deleted. */
-  async purge(messageIds?: readonly string[]): Promise<number> {
-    const ids = this.checkIds('purge', messageIds);
+  /**
+   * Deletes dead messages, with their attempt history — the given message ids, those a filter matches, or all when
+   * called without (or with `{}`). Resolves with the number deleted.
+   */
+  async purge(selection?: readonly string[] | DeadLetterFilter): Promise<number> {
+    const ids = this.checkSelection('purge', selection);
     const { dataSource, dialect, table } = this.database;
     const count = await runOnConnection(dataSource, (m) => dialect.purgeDead(m, table, ids));
     if (count > 0) this.publisher.wake();
     return count;
   }
 
-  private checkIds(method: string, ids: readonly string[] | undefined): readonly string[] | undefined {
-    if (ids === undefined) return undefined;
-    if (!Array.isArray(ids) || ids.some((id) => typeof id !== 'string' || id.length === 0)) {
-      throw new OutboxInvalidMessageError(
-        `OutboxDeadLetters.${method}() takes an array of message ids (non-empty strings), or nothing for all dead messages.`,
-      );
+  private checkSelection(method: string, selection: readonly string[] | DeadLetterFilter | undefined) {
+    if (selection === undefined) return undefined;
+    if (Array.isArray(selection) || typeof selection !== 'object' || selection === null) {
+      return checkIds(method, selection);
     }
-    return ids;
+    return checkFilter(method, selection);
   }
+}
+
+function toSummary(row: DeadRow): DeadLetterSummary {
+  return {
+    messageId: row.messageId,
+    pattern: row.pattern,
+    key: row.key,
+    attempts: row.attempts,
+    createdAt: row.createdAt,
+    deadAt: row.deadAt === 0 ? null : row.deadAt,
+    lastError: row.lastError === null ? null : redactSecrets(row.lastError),
+  };
 }

@@ -4,6 +4,8 @@ import { OutboxSchemaError, OutboxSchemaProblem } from '../errors';
 import { IdempotencyRecord } from '../schema/idempotency-record.entity';
 import { CreateOutboxTables1764374400000 } from '../schema/migrations/1764374400000-outbox-tables';
 import { CreateIdempotencyKeys1764460800000 } from '../schema/migrations/1764460800000-idempotency-keys';
+import { AddOutboxAttempts1765152000000 } from '../schema/migrations/1765152000000-outbox-attempts';
+import { OutboxAttempt, outboxAttemptsTable } from '../schema/outbox-attempt.entity';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { runOnConnection } from '../transaction/transaction-runner';
@@ -15,6 +17,8 @@ interface NeededTable {
   table: string;
   columns: readonly string[];
   migration: string;
+  /** Columns a later migration added, and that migration (run it alone when only these are missing). */
+  addedLater?: { columns: readonly string[]; migration: string };
 }
 
 /**
@@ -49,9 +53,16 @@ export class OutboxSchemaCheck implements OnModuleInit {
     const outboxMigration = CreateOutboxTables1764374400000.name;
     const columnsOf = (entity: EntityTarget<unknown>) =>
       dataSource.getMetadata(entity).columns.map((c) => c.databaseName);
+    const attemptsMigration = AddOutboxAttempts1765152000000.name;
     const tables: NeededTable[] = [
-      { table, columns: columnsOf(OutboxMessage), migration: outboxMigration },
+      {
+        table,
+        columns: columnsOf(OutboxMessage),
+        migration: outboxMigration,
+        addedLater: { columns: ['dead_at'], migration: attemptsMigration },
+      },
       ...dialect.companionTables(table).map((t) => ({ ...t, migration: outboxMigration })),
+      { table: outboxAttemptsTable(table), columns: columnsOf(OutboxAttempt), migration: attemptsMigration },
     ];
     // Registered by OutboxModule (autoLoadEntities): the scheduled cleanup and @Idempotent() use it.
     if (dataSource.hasMetadata(IdempotencyRecord)) {
@@ -70,12 +81,11 @@ function schemaError(dataSource: string, problems: OutboxSchemaProblem[], needed
       ? `- table "${p.table}" does not exist`
       : `- table "${p.table}" lacks the column${p.missingColumns.length > 1 ? 's' : ''} ${p.missingColumns.join(', ')}`,
   );
-  const failed = needed.filter((t) => problems.some((p) => p.table === t.table));
-  const migrations = [...new Set(failed.map((t) => t.migration))];
+  const migrations = [...new Set(problems.flatMap((p) => migrationsFor(p, needed.find((t) => t.table === p.table))))];
   const incomplete = problems.some((p) => !p.tableMissing);
   return new OutboxSchemaError(
     `nestjs-outbox cannot start: the DataSource '${dataSource}' lacks what it needs.\n${lines.join('\n')}\n` +
-      `Fix: run the shipped migration${migrations.length > 1 ? 's' : ''} ${migrations.join(' and ')} (exported by ` +
+      `Fix: run the shipped migration${migrations.length > 1 ? 's' : ''} ${listOf(migrations)} (exported by ` +
       "'nestjs-outbox': add them to the DataSource's `migrations` with `migrationsRun: true`, or run them with the " +
       'TypeORM CLI), or set `synchronize: true` in development.' +
       (incomplete ? ' A table that exists but lacks columns was not made by these migrations: add the columns.' : '') +
@@ -84,4 +94,18 @@ function schemaError(dataSource: string, problems: OutboxSchemaProblem[], needed
     dataSource,
     problems,
   );
+}
+
+/** The shipped migrations that fill one gap: only the later one when only the columns it added are missing. */
+function migrationsFor(problem: OutboxSchemaProblem, table: NeededTable | undefined): string[] {
+  if (!table) return [];
+  const later = table.addedLater;
+  if (!later) return [table.migration];
+  if (!problem.tableMissing && problem.missingColumns.every((c) => later.columns.includes(c))) return [later.migration];
+  return [table.migration, later.migration];
+}
+
+/** `a`, `a and b`, `a, b and c`. */
+function listOf(items: readonly string[]): string {
+  return items.length <= 1 ? items.join('') : `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`;
 }

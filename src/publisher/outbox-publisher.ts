@@ -258,7 +258,8 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   /** Writes a batch's outcome back, fenced by the claim's owner token, and reports what happened. */
   protected async complete(owner: string, rows: ClaimedOutboxRow[], outcome: BatchOutcome): Promise<OutboxPassResult> {
     const { deleteOnPublish } = this.options.cleanup;
-    const { marked, fenced, released } = await writeOutcome(this.database, owner, outcome, deleteOnPublish);
+    const history = { publisher: this.options.publisher.instanceId, limit: this.options.retry.historyLimit };
+    const { marked, fenced, released } = await writeOutcome(this.database, owner, outcome, deleteOnPublish, history);
     const failures = outcome.failures.map((f) => f.failure);
     if (fenced > 0) this.reportLostLease(owner, rows, fenced);
     if (outcome.sent.length > 0 && this.emitter.isWatched('published')) {

@@ -1,6 +1,6 @@
 import type { ClientProxy } from '@nestjs/microservices';
 import { randomUUID } from 'node:crypto';
-import type { ClaimedOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
+import type { AttemptHistoryOptions, ClaimedOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
 import type { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxNonRetryableError, OutboxPublishTimeoutError } from '../errors';
 import type { ResolvedOutboxOptions } from '../outbox.options';
@@ -199,13 +199,15 @@ export interface CompletionCounts {
 
 /**
  * Writes a batch's outcome back, every statement fenced by the claim's owner token: sent rows marked (or deleted,
- * with `deleteOnPublish`), failures rescheduled or marked dead, unstarted rows released.
+ * with `deleteOnPublish`), failures rescheduled or marked dead (with their attempt history, when `history` is
+ * given), unstarted rows released.
  */
 export async function writeOutcome(
   database: OutboxDatabase,
   owner: string,
   outcome: BatchOutcome,
   deleteOnPublish: boolean,
+  history?: AttemptHistoryOptions,
 ): Promise<CompletionCounts> {
   const { dataSource, dialect, table } = database;
   const sentSeqs = outcome.sent.map((r) => r.seq);
@@ -213,7 +215,7 @@ export async function writeOutcome(
   const marked = await runOnConnection(dataSource, (m) =>
     deleteOnPublish ? dialect.deleteSent(m, table, owner, sentSeqs) : dialect.markSent(m, table, owner, sentSeqs),
   );
-  const rescheduled = await runOnConnection(dataSource, (m) => dialect.markFailed(m, table, owner, failures));
+  const rescheduled = await runOnConnection(dataSource, (m) => dialect.markFailed(m, table, owner, failures, history));
   const released = await runOnConnection(dataSource, (m) =>
     dialect.release(m, table, owner, outcome.unstarted.map((r) => r.seq)),
   );

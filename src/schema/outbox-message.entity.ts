@@ -1,10 +1,13 @@
 import { Column, Entity, Index, PrimaryGeneratedColumn } from 'typeorm';
 import { OUTBOX_TABLE } from '../outbox.constants';
-import { epochMsTransformer } from './epoch-ms.transformer';
+import { epochMsOrZero, epochMsTransformer } from './epoch-ms.transformer';
 import { declareSqliteIntegerKey } from './sqlite-bigint-key.patch';
 
 /** Name of the unique index on `message_id` (the entity's and the migration's). */
 export const MESSAGE_ID_UNIQUE_INDEX = 'UQ_outbox_messages_message_id';
+
+/** Name of the index that serves the dead letters' newest-first pages. */
+export const DEAD_INDEX = 'IDX_outbox_messages_dead';
 
 /** Life cycle of an outbox row. In flight = `pending` with a live claim (`claimedUntil` in the future). */
 export type OutboxMessageStatus = 'pending' | 'sent' | 'dead';
@@ -15,12 +18,14 @@ export type OutboxMessageStatus = 'pending' | 'sent' | 'dead';
  *
  * Indexes: `claim` serves the publisher's query (pending rows in write order, so history rows are never
  * scanned); `key` serves per-key ordering (only a key's unsent rows are probed); `cleanup` serves retention of
- * sent rows. Times are epoch milliseconds on the database clock.
+ * sent rows; `dead` serves the dead letters' pages (newest death first). Times are epoch milliseconds on the database
+ * clock.
  */
 @Entity(OUTBOX_TABLE)
 @Index('IDX_outbox_messages_claim', ['status', 'seq'])
 @Index('IDX_outbox_messages_key', ['key', 'status', 'seq'])
 @Index('IDX_outbox_messages_cleanup', ['status', 'sentAt'])
+@Index(DEAD_INDEX, ['status', 'deadAt', 'seq'])
 export class OutboxMessage {
   /** Write order. Also the primary key. */
   @PrimaryGeneratedColumn({ type: 'bigint', name: 'seq' })
@@ -71,6 +76,13 @@ export class OutboxMessage {
   /** End of the current claim's lease. */
   @Column({ type: 'bigint', nullable: true, name: 'claimed_until', transformer: epochMsTransformer })
   claimedUntil!: Date | null;
+
+  /**
+   * When the message went dead (epoch ms on the database clock); 0 while it is not dead (never NULL, so the dead
+   * letters' keyset pages see every row). Added by the `AddOutboxAttempts1765152000000` migration.
+   */
+  @Column({ type: 'bigint', name: 'dead_at', default: 0, transformer: epochMsOrZero })
+  deadAt!: Date | null;
 
   /** The last publish error, if any. */
   @Column({ type: 'text', nullable: true, name: 'last_error' })

@@ -1,5 +1,10 @@
 import type { EntityManager } from 'typeorm';
-import type { OutboxDialect } from '../../src/dialects/outbox-dialect';
+import type {
+  AttemptHistoryOptions,
+  DeadRowFilter,
+  OutboxDialect,
+  OutboxFailure,
+} from '../../src/dialects/outbox-dialect';
 import { SqliteOutboxDialect } from '../../src/dialects/sqlite/sqlite.dialect';
 import { DATABASE_LABEL } from '../helpers/databases';
 import { DialectSubject, useDialectSubject } from './contract-subject';
@@ -73,6 +78,51 @@ class QuoteWithoutEscaping extends SqliteOutboxDialect {
   }
 }
 
+/** Keeps every attempt of a message, whatever `history.limit` says. */
+class HistoryIgnoresLimit extends SqliteOutboxDialect {
+  markFailed(
+    m: EntityManager,
+    table: string,
+    owner: string,
+    failures: readonly OutboxFailure[],
+    history?: AttemptHistoryOptions,
+  ) {
+    return super.markFailed(m, table, owner, failures, history && { ...history, limit: 1000 });
+  }
+}
+
+/** Writes the history of every failure given, also of rows whose claim this owner no longer holds (no fencing). */
+class HistoryIgnoresOwner extends SqliteOutboxDialect {
+  async markFailed(
+    m: EntityManager,
+    table: string,
+    owner: string,
+    failures: readonly OutboxFailure[],
+    history?: AttemptHistoryOptions,
+  ) {
+    const changed = await super.markFailed(m, table, owner, failures, history);
+    if (changed === 0 && history) await this.recordAttempts(m, table, owner, failures, new Map(), history);
+    return changed;
+  }
+}
+
+/** Continues after a position with `dead_at <` only: rows that died in the same millisecond are skipped. */
+class KeysetDropsTies extends SqliteOutboxDialect {
+  protected keysetBefore(deadAt: string): string {
+    return `${this.quote('dead_at')} < ${deadAt}`;
+  }
+}
+
+/** Applies a filter to every row, not only to dead ones. */
+class FilterIgnoresStatus extends SqliteOutboxDialect {
+  protected deadWhere(filter: DeadRowFilter) {
+    const { where, params } = super.deadWhere(filter);
+    const changed = where.replace(`${this.quote('status')} = 'dead'`, '1 = 1');
+    if (changed === where) throw new Error('The broken dialect no longer changes deadWhere(): update this test');
+    return { where: changed, params };
+  }
+}
+
 const check = (prefix: string) => {
   const found = DIALECT_CHECKS.filter((c) => c.name.startsWith(prefix)).map((c) => c.name);
   if (found.length !== 1) throw new Error(`No single contract check starts with "${prefix}"`);
@@ -88,8 +138,8 @@ const broken: Array<{ name: string; dialect: new () => OutboxDialect; caughtBy: 
     caughtBy: [
       check('claim() takes only rows that are due'),
       check("claim() keeps each key's order"),
-      check('markFailed()'),
-      check('requeueDead()'),
+      check('markFailed() schedules'),
+      check('requeueDead() makes'),
     ],
   },
   {
@@ -101,7 +151,7 @@ const broken: Array<{ name: string; dialect: new () => OutboxDialect; caughtBy: 
       check('claim() takes at most `limit` rows'),
       check('claim() sets a lease'),
       check("claim() keeps each key's order"),
-      check('requeueDead()'),
+      check('requeueDead() makes'),
     ],
   },
   {
@@ -118,6 +168,20 @@ const broken: Array<{ name: string; dialect: new () => OutboxDialect; caughtBy: 
   },
   { name: 'stats() counts dead rows as pending', dialect: StatsMiscountsDead, caughtBy: [check('stats()')] },
   { name: 'quote() does not escape', dialect: QuoteWithoutEscaping, caughtBy: [check('quote()')] },
+  { name: 'history ignores its limit', dialect: HistoryIgnoresLimit, caughtBy: [check('markFailed() with history')] },
+  { name: 'history ignores the owner', dialect: HistoryIgnoresOwner, caughtBy: [check('markFailed() with history')] },
+  { name: 'keyset drops ties', dialect: KeysetDropsTies, caughtBy: [check('listDead() lists')] },
+  {
+    name: 'dead-row filter ignores the status',
+    dialect: FilterIgnoresStatus,
+    caughtBy: [
+      check('requeueDead() makes'),
+      check('purgeDead() deletes'),
+      check('listDead() lists'),
+      check('listDead() and countDead()'),
+      check('requeueDead() and purgeDead() by filter'),
+    ],
+  },
 ];
 
 describe(`The OutboxDialect contract catches broken dialects (on ${DATABASE_LABEL.sqlite})`, () => {

@@ -1,5 +1,5 @@
 import { DataSource } from 'typeorm';
-import { OutboxKeyLock, OutboxMessage } from '../../src';
+import { OutboxAttempt, OutboxKeyLock, OutboxMessage } from '../../src';
 import type { OutboxDialect } from '../../src/dialects/outbox-dialect';
 import { resolveDialect } from '../../src/dialects/resolve-dialect';
 import { OUTBOX_TABLE } from '../../src/outbox.constants';
@@ -29,7 +29,7 @@ export function useDialectSubject(
   beforeAll(async () => {
     const dataSource = new DataSource({
       ...fx.db.options,
-      entities: [OutboxMessage, OutboxKeyLock],
+      entities: [OutboxMessage, OutboxKeyLock, OutboxAttempt],
       synchronize: true,
       logging: false,
     } as never);

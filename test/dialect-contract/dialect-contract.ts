@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { In } from 'typeorm';
-import { OutboxMessage } from '../../src';
-import type { ClaimedOutboxRow, NewOutboxRow } from '../../src/dialects/outbox-dialect';
+import { OutboxAttempt, OutboxMessage } from '../../src';
+import type { ClaimedOutboxRow, DeadRowFilter, NewOutboxRow } from '../../src/dialects/outbox-dialect';
 import type { DialectSubject } from './contract-subject';
 
 /** One promise of the `OutboxDialect` interface, checked against a real database; throws when it is broken. */
@@ -12,10 +12,21 @@ export interface DialectCheck {
 
 const LEASE = 60_000;
 
-/** Empties the outbox table, so every check starts from nothing. */
+/** Empties the outbox table (its attempt history goes with it), so every check starts from nothing. */
 async function reset({ dataSource }: DialectSubject): Promise<void> {
-  await dataSource.getRepository(OutboxMessage).clear();
+  await dataSource.createQueryBuilder().delete().from(OutboxMessage).execute();
 }
+
+/** The attempt rows of a message, oldest first, read with TypeORM (not through the dialect under test). */
+async function attemptsOf(s: DialectSubject, messageId: string): Promise<OutboxAttempt[]> {
+  const message = await row(s, messageId);
+  if (!message) return s.dataSource.getRepository(OutboxAttempt).find({ where: { messageSeq: '-1' } });
+  return s.dataSource.getRepository(OutboxAttempt).find({ where: { messageSeq: message.seq }, order: { id: 'ASC' } });
+}
+
+const allAttempts = (s: DialectSubject) => s.dataSource.getRepository(OutboxAttempt).count();
+
+const HISTORY = { publisher: 'host-a:42', limit: 2 };
 
 /** Writes rows through the dialect under test, each a unique message id with the given fields. */
 async function insert(s: DialectSubject, ...rows: Array<Partial<NewOutboxRow> & { messageId: string }>): Promise<void> {
@@ -484,6 +495,222 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
       await insert(s, { messageId: n.a });
       const seqs = (await claim(s, owner)).map((r) => r.seq);
       expect(await s.dialect.markSent(s.dataSource.manager, s.table, owner, seqs)).toBe(1);
+    },
+  },
+  {
+    name: 'markFailed() with history appends one attempt per held row (redacted, owner, publisher, counted) and keeps the newest `limit`',
+    async run(s) {
+      await reset(s);
+      const n = names('a', 'b');
+      await insert(s, { messageId: n.a }, { messageId: n.b });
+      const fail = async (error: string, unreachable = false) => {
+        const owner = randomUUID();
+        const rows = await claim(s, owner);
+        const failures = rows.map((r) => ({
+          seq: r.seq,
+          error,
+          retryDelay: 0,
+          dead: false,
+          transportUnreachable: unreachable,
+        }));
+        expect(await s.dialect.markFailed(s.dataSource.manager, s.table, randomUUID(), failures, HISTORY)).toBe(0);
+        expect(await s.dialect.markFailed(s.dataSource.manager, s.table, owner, failures, HISTORY)).toBe(2);
+        return owner;
+      };
+      await fail('first');
+      expect((await attemptsOf(s, n.a)).map((a) => a.error)).toEqual(['first']);
+      await fail('broker amqp://user:hunter2@rabbit:5672 refused', true);
+      const third = await fail('third');
+      const kept = await attemptsOf(s, n.a);
+      expect(kept.map((a) => [a.attempt, a.counted])).toEqual([
+        [2, false],
+        [2, true],
+      ]);
+      expect(kept[0].error).toBe('broker amqp://***@rabbit:5672 refused');
+      expect(kept[1]).toMatchObject({ error: 'third', owner: third, publisher: 'host-a:42' });
+      expect(kept[1].failedAt).toBeGreaterThan(Date.UTC(2020, 0, 1));
+      expect(await attemptsOf(s, n.b)).toHaveLength(2);
+      expect(await allAttempts(s)).toBe(4);
+      const noHistory = randomUUID();
+      const rows = await claim(s, noHistory);
+      const failures = rows.map((r) => ({ seq: r.seq, error: 'x', retryDelay: 0, dead: true }));
+      expect(
+        await s.dialect.markFailed(s.dataSource.manager, s.table, noHistory, failures, { ...HISTORY, limit: 0 }),
+      ).toBe(2);
+      expect(await allAttempts(s)).toBe(4);
+    },
+  },
+  {
+    name: 'markFailed() stamps dead_at on the database clock for rows it marks dead, and requeueDead() clears it',
+    async run(s) {
+      await reset(s);
+      const n = names('dead', 'retry');
+      await insert(s, { messageId: n.dead }, { messageId: n.retry });
+      const owner = randomUUID();
+      const [dead, retry] = await claim(s, owner);
+      const before = await dbNow(s);
+      await s.dialect.markFailed(
+        s.dataSource.manager,
+        s.table,
+        owner,
+        [
+          { seq: dead.seq, error: 'poison', retryDelay: 0, dead: true },
+          { seq: retry.seq, error: 'later', retryDelay: 60_000, dead: false },
+        ],
+        HISTORY,
+      );
+      const deadAt = (await row(s, n.dead))!.deadAt!.getTime();
+      expect(deadAt).toBeGreaterThanOrEqual(before);
+      expect(deadAt).toBeLessThanOrEqual(await dbNow(s));
+      expect((await row(s, n.retry))!.deadAt).toBeNull();
+      expect(await s.dialect.requeueDead(s.dataSource.manager, s.table, [n.dead])).toBe(1);
+      expect((await row(s, n.dead))!.deadAt).toBeNull();
+    },
+  },
+  {
+    name: 'listDead() lists matching dead rows newest death first (ties: higher seq), continuing strictly after `after`',
+    async run(s) {
+      await reset(s);
+      const n = names('d1', 'd2', 'd3', 'd4', 'pending', 'sent');
+      await insert(s, ...Object.values<string>(n).map((messageId) => ({ messageId })));
+      await update(s, [n.d1], { status: 'dead', deadAt: new Date(3000) });
+      await update(s, [n.d2, n.d3], { status: 'dead', deadAt: new Date(2000) });
+      await update(s, [n.d4], { status: 'dead', deadAt: new Date(1000) });
+      await update(s, [n.sent], { status: 'sent', sentAt: new Date() });
+      const list = (limit: number, after?: { deadAt: number; seq: string }) =>
+        s.dialect.listDead(s.dataSource.manager, s.table, { filter: {}, limit, after });
+      const all = await list(10);
+      expect(all.map((r) => r.messageId)).toEqual([n.d1, n.d3, n.d2, n.d4]);
+      expect(all[1]).toMatchObject({ pattern: 'E', key: null, deadAt: 2000, attempts: 0, lastError: null });
+      const seen: string[] = [];
+      let after: { deadAt: number; seq: string } | undefined;
+      for (;;) {
+        const page = await list(1, after);
+        if (page.length === 0) break;
+        seen.push(page[0].messageId);
+        after = { deadAt: page[0].deadAt, seq: page[0].seq };
+      }
+      expect(seen).toEqual([n.d1, n.d3, n.d2, n.d4]);
+    },
+  },
+  {
+    name: 'listDead() and countDead() apply each filter (ids, pattern, key, error text, death and creation times) to dead rows only',
+    async run(s) {
+      await reset(s);
+      const n = names('a', 'b', 'c', 'pending');
+      await insert(
+        s,
+        { messageId: n.a, pattern: 'Order', key: 'k1' },
+        { messageId: n.b, pattern: 'Order', key: 'k2' },
+        { messageId: n.c, pattern: 'Invoice', key: 'k1' },
+        { messageId: n.pending, pattern: 'Order', key: 'k1' },
+      );
+      await update(s, [n.a], {
+        status: 'dead',
+        deadAt: new Date(1000),
+        createdAt: new Date(100),
+        lastError: 'Timeout 50% of the time',
+      });
+      await update(s, [n.b], {
+        status: 'dead',
+        deadAt: new Date(2000),
+        createdAt: new Date(200),
+        lastError: 'refused',
+      });
+      await update(s, [n.c], { status: 'dead', deadAt: new Date(3000), createdAt: new Date(300), lastError: null });
+      await update(s, [n.pending], { lastError: 'timeout', createdAt: new Date(100) });
+      const match = async (filter: DeadRowFilter) => {
+        const listed = await s.dialect.listDead(s.dataSource.manager, s.table, { filter, limit: 10 });
+        expect(await s.dialect.countDead(s.dataSource.manager, s.table, filter)).toBe(listed.length);
+        return listed.map((r) => r.messageId).sort();
+      };
+      expect(await match({})).toEqual([n.a, n.b, n.c].sort());
+      expect(await match({ messageIds: [n.a, n.pending] })).toEqual([n.a]);
+      expect(await match({ messageIds: [] })).toEqual([]);
+      expect(await match({ pattern: 'Order' })).toEqual([n.a, n.b].sort());
+      expect(await match({ key: 'k1' })).toEqual([n.a, n.c].sort());
+      expect(await match({ pattern: 'Order', key: 'k1' })).toEqual([n.a]);
+      expect(await match({ errorContains: 'TIMEOUT' })).toEqual([n.a]);
+      expect(await match({ errorContains: '50%' })).toEqual([n.a]);
+      expect(await match({ errorContains: '5_%' })).toEqual([]);
+      expect(await match({ deadSince: 2000 })).toEqual([n.b, n.c].sort());
+      expect(await match({ deadBefore: 2000 })).toEqual([n.a]);
+      expect(await match({ deadSince: 1500, deadBefore: 2500 })).toEqual([n.b]);
+      expect(await match({ createdSince: 200, createdBefore: 300 })).toEqual([n.b]);
+    },
+  },
+  {
+    name: 'requeueDead() and purgeDead() by filter touch exactly the matching dead rows',
+    async run(s) {
+      await reset(s);
+      const n = names('a', 'b', 'c', 'pending', 'sent');
+      await insert(
+        s,
+        { messageId: n.a, pattern: 'Order' },
+        { messageId: n.b, pattern: 'Order' },
+        { messageId: n.c, pattern: 'Invoice' },
+        { messageId: n.pending, pattern: 'Order', delay: 60_000 },
+        { messageId: n.sent, pattern: 'Order' },
+      );
+      await update(s, [n.a], { status: 'dead', attempts: 3, deadAt: new Date(1000), lastError: 'refused' });
+      await update(s, [n.b], { status: 'dead', attempts: 3, deadAt: new Date(2000), lastError: 'timeout' });
+      await update(s, [n.c], { status: 'dead', attempts: 3, deadAt: new Date(2000), lastError: 'timeout' });
+      await update(s, [n.sent], { status: 'sent', sentAt: new Date() });
+      const m = s.dataSource.manager;
+      expect(await s.dialect.requeueDead(m, s.table, { pattern: 'Order', errorContains: 'timeout' })).toBe(1);
+      expect(await row(s, n.b)).toMatchObject({ status: 'pending', attempts: 0 });
+      expect(await row(s, n.a)).toMatchObject({ status: 'dead', attempts: 3 });
+      expect(await row(s, n.c)).toMatchObject({ status: 'dead', attempts: 3 });
+      expect(await row(s, n.pending)).toMatchObject({ status: 'pending' });
+      expect(await s.dialect.purgeDead(m, s.table, { pattern: 'Order' })).toBe(1);
+      expect(await row(s, n.a)).toBeNull();
+      expect(await s.dialect.purgeDead(m, s.table, { deadSince: 5000 })).toBe(0);
+      const left = await s.dataSource.getRepository(OutboxMessage).find({ order: { seq: 'ASC' } });
+      expect(left.map((r) => [r.messageId, r.status])).toEqual([
+        [n.b, 'pending'],
+        [n.c, 'dead'],
+        [n.pending, 'pending'],
+        [n.sent, 'sent'],
+      ]);
+    },
+  },
+  {
+    name: "listAttempts() reads a message's history oldest first; deleting the message (purge, cleanup, deleteSent) deletes it",
+    async run(s) {
+      await reset(s);
+      const n = names('purged', 'cleaned', 'deleted');
+      await insert(s, { messageId: n.purged }, { messageId: n.cleaned }, { messageId: n.deleted });
+      const m = s.dataSource.manager;
+      for (const error of ['one', 'two']) {
+        const owner = randomUUID();
+        const rows = await claim(s, owner);
+        await s.dialect.markFailed(
+          m,
+          s.table,
+          owner,
+          rows.map((r) => ({ seq: r.seq, error, retryDelay: 0, dead: false })),
+          HISTORY,
+        );
+      }
+      const purged = (await row(s, n.purged))!;
+      expect(
+        (await s.dialect.listAttempts(m, s.table, purged.seq)).map((a) => [a.attempt, a.error, a.counted]),
+      ).toEqual([
+        [1, 'one', true],
+        [2, 'two', true],
+      ]);
+      expect(await allAttempts(s)).toBe(6);
+      await update(s, [n.purged], { status: 'dead' });
+      expect(await s.dialect.purgeDead(m, s.table, [n.purged])).toBe(1);
+      expect(await s.dialect.listAttempts(m, s.table, purged.seq)).toEqual([]);
+      expect(await allAttempts(s)).toBe(4);
+      await update(s, [n.cleaned], { status: 'sent', sentAt: new Date((await dbNow(s)) - 120_000) });
+      expect(await s.dialect.deleteExpiredSent(m, s.table, 60_000, 10)).toBe(1);
+      expect(await allAttempts(s)).toBe(2);
+      const owner = randomUUID();
+      const seqs = (await claim(s, owner)).map((r) => r.seq);
+      expect(await s.dialect.deleteSent(m, s.table, owner, seqs)).toBe(1);
+      expect(await allAttempts(s)).toBe(0);
     },
   },
 ];

@@ -1,7 +1,16 @@
 import type { EntityManager } from 'typeorm';
 import { OutboxConfigurationError, OutboxInvalidMessageError } from '../../errors';
 import { OUTBOX_KEY_LOCK_TABLE } from '../../schema/outbox-key-lock.entity';
-import type { ClaimedOutboxRow, ClaimRequest, CompanionTable, NewOutboxRow } from '../outbox-dialect';
+import type {
+  ClaimedOutboxRow,
+  ClaimRequest,
+  CompanionTable,
+  DeadRow,
+  DeadRowFilter,
+  DeadRowsQuery,
+  NewOutboxRow,
+} from '../outbox-dialect';
+import { DEAD_INDEX } from '../../schema/outbox-message.entity';
 import { describeError } from '../../util/describe-error';
 import { checkedSeq, SqlOutboxDialect } from '../sql-dialect.base';
 
@@ -146,6 +155,30 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
       for (const row of rows) row.attempts += 1;
       return rows;
     });
+  }
+
+  /** False once the dead index turned out to be missing (a schema made by hand): pages then go without the hint. */
+  private deadIndexPresent = true;
+
+  /**
+   * MariaDB's cost model prefers reading every dead row from the top of the index (`ref` on status) to the range
+   * that starts at the cursor, which makes a deep page read all the rows before it: force the dead index, unless a
+   * key or ids filter has a more selective index of its own.
+   */
+  protected deadIndexHint(filter: DeadRowFilter): string {
+    if (!this.deadIndexPresent || filter.key !== undefined || filter.messageIds !== undefined) return '';
+    return ` FORCE INDEX (${this.quote(DEAD_INDEX)})`;
+  }
+
+  async listDead(manager: EntityManager, table: string, query: DeadRowsQuery): Promise<DeadRow[]> {
+    try {
+      return await super.listDead(manager, table, query);
+    } catch (error) {
+      const driverError = (error as any)?.driverError ?? error;
+      if (!this.deadIndexPresent || driverError?.errno !== 1176) throw error; // ER_KEY_DOES_NOT_EXITS
+      this.deadIndexPresent = false;
+      return super.listDead(manager, table, query);
+    }
   }
 
   protected uniqueViolationDetails(error: any) {

@@ -142,6 +142,11 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
     return affected;
   }
 
+  /** A row comparison: the index `(status, dead_at, seq)` serves it as one range, scanned backwards. */
+  protected keysetBefore(deadAt: string, seq: string): string {
+    return `(${this.quote('dead_at')}, ${this.quote('seq')}) < (${deadAt}, ${seq})`;
+  }
+
   protected uniqueViolationDetails(error: any) {
     if (error?.code !== '23505') return undefined;
     return { code: true, text: `${error.constraint ?? ''} ${error.message ?? ''}` };

@@ -45,6 +45,9 @@ export class SqliteOutboxDialect extends SqlOutboxDialect {
   /** One writer at a time: nothing to skip. */
   protected readonly skipLockedClause = '';
 
+  /** One writer at a time: a transaction's reads need no lock. */
+  protected readonly lockRowsClause = '';
+
   protected uniqueViolationDetails(error: any) {
     const code = String(error?.code ?? '');
     const message = String(error?.message ?? '');

@@ -1,0 +1,90 @@
+import type { OutboxMessageStatus } from '../schema/outbox-message.entity';
+
+/**
+ * Times of the dead-letter API: epoch milliseconds (database clock) as a number, a `Date`, or a string (an ISO
+ * 8601 date or an integer number of milliseconds, as a query string carries it). Results always use numbers.
+ */
+export type DeadLetterTime = number | string | Date;
+
+/**
+ * Which dead messages a query or an operation applies to. Every field given must match (AND); none given: every
+ * dead message. Unknown fields are refused (`OutboxDeadLetterQueryError`), so a typo never widens a requeue or a
+ * purge to all dead messages.
+ */
+export interface DeadLetterFilter {
+  /** Only these message ids (at most 1000). */
+  messageIds?: string[];
+  /** Only this pattern (exact). */
+  pattern?: string;
+  /** Only this ordering key (exact). */
+  key?: string;
+  /** Only messages whose last error contains this text (case-insensitive; the stored error is redacted). */
+  errorContains?: string;
+  /** Only messages that went dead at or after this time. */
+  deadSince?: DeadLetterTime;
+  /** Only messages that went dead before this time. */
+  deadBefore?: DeadLetterTime;
+  /** Only messages written at or after this time. */
+  createdSince?: DeadLetterTime;
+  /** Only messages written before this time. */
+  createdBefore?: DeadLetterTime;
+}
+
+/** A page request of `OutboxDeadLetters.page()`: a filter, a page size and where to continue. */
+export interface DeadLetterPageQuery extends DeadLetterFilter {
+  /** Most messages in the page (1–1000). @default 50 */
+  limit?: number;
+  /** `nextCursor` of the previous page (same filter); omitted or null for the first page. */
+  cursor?: string | null;
+}
+
+/** A dead message as a page lists it: everything but its payload and headers. Times are epoch milliseconds. */
+export interface DeadLetterSummary {
+  messageId: string;
+  pattern: string;
+  key: string | null;
+  /** Counted attempts when it went dead. */
+  attempts: number;
+  createdAt: number;
+  /** When it went dead; null when unknown (marked dead by a version before `AddOutboxAttempts1765152000000`). */
+  deadAt: number | null;
+  /** The last error, redacted of credentials. */
+  lastError: string | null;
+}
+
+/** One page of dead messages, newest death first. */
+export interface DeadLetterPage {
+  items: DeadLetterSummary[];
+  /** Pass it as `cursor` for the next page; null when this is the last page. */
+  nextCursor: string | null;
+}
+
+/** One failed publish attempt of a message. */
+export interface OutboxAttemptRecord {
+  /** The message's attempt number (it starts again at 1 after a requeue). */
+  attempt: number;
+  /** When the failure was written, epoch milliseconds on the database clock. */
+  failedAt: number;
+  /** False when the broker could not be reached: such attempts do not count toward `retry.maxAttempts`. */
+  counted: boolean;
+  /** The error, redacted of credentials. */
+  error: string;
+  /** Owner token of the publish pass (the claim's fencing token). */
+  owner: string;
+  /** The publisher instance (`publisher.instanceId`). */
+  publisher: string;
+}
+
+/** One message with its payload, headers and attempt history (`OutboxDeadLetters.get()`). */
+export interface OutboxMessageDetail extends DeadLetterSummary {
+  status: OutboxMessageStatus;
+  /** The payload, as the JSON text that is published. */
+  payload: string;
+  /** The extra headers, as JSON text of a string map, or null. */
+  headers: string | null;
+  /** When it is due (a retry's or a delayed message's time). */
+  availableAt: number;
+  sentAt: number | null;
+  /** The newest `retry.historyLimit` failed attempts, oldest first. */
+  history: OutboxAttemptRecord[];
+}
