@@ -9,7 +9,8 @@
  *   4 transports  per-transport message building, incoming message ids, client resolution
  *   5 idempotency keys: stores per database (idempotency/stores/), service, interceptor
  *   6 relay       publisher loop and pass, failure reporting, cleanup
- *   7 operating   OutboxService, dead letters, schema check, health, tracing, testing kit
+ *   7 operating   OutboxService, dead letters, schema check, health, tracing, observability (metrics: they read the
+ *                 publisher's events and the dialect's stats), testing kit, console
  *   8 module      outbox.module.ts, index.ts
  *
  * Declarations are layer 0 wherever they sit: option files (`*.options.ts`, `*.options-validation.ts`) and contract
@@ -33,7 +34,7 @@ const LAYERS = [
   ['^src/transports/'],
   ['^src/idempotency/'],
   ['^src/(publisher|cleanup)/'],
-  ['^src/(outbox|health|tracing|testing)/'],
+  ['^src/(outbox|health|tracing|observability|testing|console)/'],
   ['^src/(outbox\\.module|index)\\.ts$'],
 ];
 

@@ -11,6 +11,8 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
       // Nest modules and DTOs are classes by convention, some without members.
       '@typescript-eslint/no-extraneous-class': 'off',
+      // Nest's decorators and DI take `Function` (ClassDecorator, ModuleRef.get); the library's signatures follow.
+      '@typescript-eslint/no-unsafe-function-type': 'off',
     },
   },
 );

@@ -7,6 +7,10 @@ module.exports = {
   globalSetup: '<rootDir>/test/helpers/global-setup.ts',
   testTimeout: 120_000,
   maxWorkers: 2,
+  // Under CI every test's name is printed (each names its database and services), and a last line counts the tests
+  // per service (`services: PostgreSQL 212 passed · …`).
+  verbose: process.env.CI === 'true',
+  reporters: ['default', '<rootDir>/test/helpers/service-summary-reporter.js'],
   projects: [
     {
       displayName: 'unit',

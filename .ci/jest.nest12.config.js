@@ -23,6 +23,7 @@ module.exports = {
   testTimeout: base.testTimeout,
   maxWorkers: 2,
   verbose: true, // the log names each database, transport and platform that ran
+  reporters: base.reporters,
   projects: [
     {
       ...e2e,

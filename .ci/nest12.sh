@@ -34,7 +34,8 @@ echo "   node $(node -v), npm $(npm -v)"
 echo "== nest12: copy of the repo in $work/repo"
 mkdir -p "$work/repo"
 rm -rf "$work/repo/src" "$work/repo/test"
-(cd "$repo" && git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} sh -c 'test -e "{}" && printf "%s\0" "{}"' | tar --null -T - -cf -) | tar -xf - -C "$work/repo"
+# node_modules is left out even where it is a symlink (a git worktree): .gitignore's `node_modules/` skips folders only.
+(cd "$repo" && git ls-files -z --cached --others --exclude-standard | grep -zv '^node_modules$' | xargs -0 -I{} sh -c 'test -e "{}" && printf "%s\0" "{}"' | tar --null -T - -cf -) | tar -xf - -C "$work/repo"
 cd "$work/repo"
 
 node - <<'JS'

@@ -13,7 +13,7 @@ import { DataSource } from 'typeorm';
 import { OutboxKeyLock, OutboxMessage, OutboxPublisher } from '../src';
 import { PostgresOutboxDialect } from '../src/dialects/postgres/postgres.dialect';
 import { median, type Bench } from './bench-kit';
-import { createBenchDatabase, deleteQueue, PG, pgClient, sleep, startOutboxApp, uniqueName } from './relay-support';
+import { createBenchDatabase, deleteQueue, PG, pgClient, startOutboxApp, uniqueName } from './relay-support';
 
 /** A full garbage collection (via --expose-gc set at run time), or a no-op where that is refused. */
 function exposeGc(): () => void {

@@ -2,8 +2,9 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { ClientsModule } from '@nestjs/microservices';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { OutboxModule } from 'nestjs-outbox';
-import { brokerClientOptions, SampleConfig } from './config';
+import { OutboxConsoleModule, OutboxModule } from 'nestjs-outbox';
+import { brokerClientOptions, DEFAULT_CONSOLE_TOKEN, SampleConfig } from './config';
+import { ConsoleTokenGuard } from './console/console-token.guard';
 import { CustomerTotals } from './customers/customer-totals.entity';
 import { CustomersController } from './customers/customers.controller';
 import { DeliveryLog } from './customers/delivery-log';
@@ -17,6 +18,8 @@ import { Charge } from './payments/charge.entity';
 import { PaymentsController } from './payments/payments.controller';
 import { Account } from './signups/account.entity';
 import { SignupsController } from './signups/signups.controller';
+import { MetricsController } from './metrics/metrics.controller';
+import { SamplePrometheus } from './metrics/prometheus';
 
 /** Injection token of the broker client the outbox publishes through. */
 export const BROKER = 'BROKER';
@@ -27,6 +30,8 @@ const ENTITIES = [Order, CustomerTotals, Charge, Account];
 @Module({})
 export class SampleAppModule {
   static forRoot(config: SampleConfig): DynamicModule {
+    // The outbox's OpenTelemetry metrics, read by the Prometheus exporter and served at GET /metrics.
+    const prometheus = new SamplePrometheus();
     return {
       module: SampleAppModule,
       imports: [
@@ -36,10 +41,15 @@ export class SampleAppModule {
         TypeOrmModule.forFeature(ENTITIES),
         ClientsModule.register([{ name: BROKER, ...brokerClientOptions(config.broker) }]),
         ScheduleModule.forRoot(),
-        OutboxModule.forRoot({ client: BROKER, isGlobal: true }),
+        OutboxModule.forRoot({ client: BROKER, isGlobal: true, metrics: { meterProvider: prometheus.meterProvider } }),
+        // The outbox console at /console: backlog, lag, dead letters, requeue/purge — behind the operator token.
+        OutboxConsoleModule.forRoot({
+          path: 'console',
+          guard: new ConsoleTokenGuard(config.consoleToken ?? DEFAULT_CONSOLE_TOKEN),
+        }),
       ],
-      controllers: [OrdersController, OrderPlacedConsumer, CustomersController, PaymentsController, SignupsController, OutboxController],
-      providers: [OrdersService, DeliveryLog, DeliveryLogInterceptor],
+      controllers: [OrdersController, OrderPlacedConsumer, CustomersController, PaymentsController, SignupsController, OutboxController, MetricsController],
+      providers: [OrdersService, DeliveryLog, DeliveryLogInterceptor, { provide: SamplePrometheus, useValue: prometheus }],
     };
   }
 }

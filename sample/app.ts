@@ -1,4 +1,4 @@
-import type { INestApplication, LoggerService, LogLevel } from '@nestjs/common';
+import { INestApplication, Logger, LoggerService, LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { MicroserviceOptions, Transport } from '@nestjs/microservices';
 import { OutboxEnvelopeDeserializer } from 'nestjs-outbox';
@@ -9,7 +9,7 @@ import { sampleValidationPipe } from './http/validation';
 
 /**
  * Builds the shop as a hybrid app: the HTTP API, plus the `OrderPlaced` consumer as a microservice of the same
- * process on the configured broker. Call `startAllMicroservices()` and `listen()` (or `init()`) next.
+ * process on the configured broker. Start it with `startSampleApp()` (or `init()` in tests).
  */
 export async function createSampleApp(
   config: SampleConfig,
@@ -21,6 +21,30 @@ export async function createSampleApp(
   app.connectMicroservice<MicroserviceOptions>(consumerOptions(config.broker));
   app.enableShutdownHooks();
   return app;
+}
+
+/**
+ * Starts the shop: HTTP first, then the consumer, not awaited. Nest's RabbitMQ server resolves
+ * `startAllMicroservices()` only once it is connected (it retries for ever), so awaiting it before `listen()` would
+ * keep HTTP closed while the broker is down — when an outbox should accept orders and keep their events until the
+ * broker is back. Resolves once HTTP listens; `consumer` settles when the consumer has started, and a consumer that
+ * fails to start is logged, not thrown (HTTP keeps serving).
+ */
+export async function startSampleApp(
+  app: INestApplication,
+  port: number,
+  host?: string,
+): Promise<{ consumer: Promise<boolean> }> {
+  await (host === undefined ? app.listen(port) : app.listen(port, host));
+  const consumer = app.startAllMicroservices().then(
+    () => true,
+    (error: unknown) => {
+      const reason = error instanceof Error ? error.message : String(error);
+      new Logger('SampleShop').error(`The consumer did not start: ${reason}`);
+      return false;
+    },
+  );
+  return { consumer };
 }
 
 /** The consumer's side of the broker: the producer's connection options plus what a safe consumer needs. */

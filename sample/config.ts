@@ -11,6 +11,7 @@ import type { DataSourceOptions } from 'typeorm';
  * | `BROKER_URL`   | `tcp://127.0.0.1:<PORT + 1>` (in process) | `amqp://guest:guest@127.0.0.1:5672`, `nats://127.0.0.1:4222`, `redis://127.0.0.1:6379`, `mqtt://127.0.0.1:1883` |
  * | `BROKER_QUEUE` | `sample-shop`                             | RabbitMQ queue the consumer reads                     |
  * | `PORT`         | `3000`                                    | HTTP port                                             |
+ * | `CONSOLE_TOKEN`| `local-console-token` (local use only!)   | The operator's token for the outbox console at `/console` |
  */
 export interface SampleConfig {
   /** HTTP port. */
@@ -21,7 +22,15 @@ export interface SampleConfig {
   databaseLabel: string;
   /** The broker: the same connection options serve the producer's client and the in-process consumer. */
   broker: SampleBroker;
+  /**
+   * The token that opens the outbox console at `/console` (basic-auth password, any user name, or the
+   * `x-console-token` header). Default `DEFAULT_CONSOLE_TOKEN`, for local use only: set `CONSOLE_TOKEN` elsewhere.
+   */
+  consoleToken?: string;
 }
+
+/** The console token when `CONSOLE_TOKEN` is not set: known to everyone who reads this file, so local use only. */
+export const DEFAULT_CONSOLE_TOKEN = 'local-console-token';
 
 export interface SampleBroker {
   transport: Transport.TCP | Transport.RMQ | Transport.NATS | Transport.REDIS | Transport.MQTT;
@@ -42,7 +51,9 @@ export function readSampleConfig(env: NodeJS.ProcessEnv = process.env): SampleCo
   const port = parsePort(env.PORT ?? '3000', 'PORT');
   const { database, label: databaseLabel } = parseDatabaseUrl(env.DATABASE_URL ?? `sqlite:${join(SAMPLE_DATA_DIR, 'shop.sqlite')}`);
   const broker = parseBrokerUrl(env.BROKER_URL ?? `tcp://127.0.0.1:${port + 1}`, env.BROKER_QUEUE ?? 'sample-shop');
-  return { port, database, databaseLabel, broker };
+  const consoleToken = env.CONSOLE_TOKEN ?? DEFAULT_CONSOLE_TOKEN;
+  if (consoleToken.length < 8) throw new SampleConfigError('CONSOLE_TOKEN must be at least 8 characters long.');
+  return { port, database, databaseLabel, broker, consoleToken };
 }
 
 export function parseDatabaseUrl(raw: string): { database: DataSourceOptions; label: string } {

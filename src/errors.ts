@@ -83,3 +83,10 @@ export class OutboxDuplicateMessageIdError extends OutboxInvalidMessageError {
  * changed. A client's mistake: map it to 400.
  */
 export class OutboxDeadLetterQueryError extends OutboxInvalidMessageError {}
+
+/**
+ * `OutboxConsoleModule.forRoot()` was given no `guard`: the console can requeue and purge messages, so it is not
+ * mounted open by accident. Thrown at startup. Fix: pass `guard` (a `CanActivate` class or instance that checks the
+ * operator's credentials), or `allowUnguarded: true` when something in front of the app already protects the path.
+ */
+export class OutboxConsoleUnguardedError extends OutboxConfigurationError {}

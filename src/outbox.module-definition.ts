@@ -16,3 +16,8 @@ export const {
     dataSourceName: extras.dataSource,
   }))
   .build();
+
+/** What `OutboxModule.forRoot()` takes: the options plus `isGlobal` and `dataSource`. */
+export type OutboxModuleRootOptions = typeof OUTBOX_OPTIONS_TYPE;
+/** What `OutboxModule.forRootAsync()` takes: `useFactory` + `inject`, `useClass` or `useExisting`, plus the extras. */
+export type OutboxModuleAsyncOptions = typeof OUTBOX_ASYNC_OPTIONS_TYPE;

@@ -24,6 +24,7 @@ import { OutboxPublisher } from './publisher/outbox-publisher';
 import { OutboxTransactionSourceRegistrar } from './transaction/transaction-source.registrar';
 import { OutboxHealthIndicator } from './health/outbox-health.indicator';
 import { OutboxTracingLoader } from './tracing/outbox-tracing.loader';
+import { OutboxMetrics } from './observability/outbox-metrics';
 
 /**
  * The outbox: `OutboxService` (transactions + emit), the `OutboxMessage` entity (registered with
@@ -70,8 +71,9 @@ export class OutboxModule extends OutboxConfigurableModule {
         OutboxTracingLoader,
         OutboxDeadLetters,
         OutboxCleanupScheduler,
+        OutboxMetrics,
       ],
-      exports: [OutboxService, OutboxHealthIndicator, IdempotencyService, OutboxPublisher, OutboxCleanupRegistry, OutboxDeadLetters, OutboxCleanupScheduler, OUTBOX_OPTIONS, OUTBOX_DATA_SOURCE, OutboxDatabase],
+      exports: [OutboxService, OutboxHealthIndicator, IdempotencyService, OutboxPublisher, OutboxCleanupRegistry, OutboxDeadLetters, OutboxCleanupScheduler],
     };
   }
 }

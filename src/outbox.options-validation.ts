@@ -4,6 +4,7 @@ import {
   DEFAULT_CLEANUP_OPTIONS,
   DEFAULT_PUBLISHER_OPTIONS,
   DEFAULT_RETRY_OPTIONS,
+  OutboxMeterProviderLike,
   OutboxModuleOptions,
   OutboxTransportName,
   ResolvedOutboxOptions,
@@ -72,6 +73,7 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
   const raw = checkObject('options', input ?? {});
   checkKnownKeys('', raw, [
     'client', 'transport', 'publisher', 'retry', 'cleanup', 'idempotency', 'transactions', 'schemaCheck',
+    'metrics',
   ]);
   const pub = checkObject('publisher', raw.publisher);
   checkKnownKeys('publisher', pub, Object.keys(DEFAULT_PUBLISHER_OPTIONS));
@@ -147,6 +149,7 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
 
   const transactions = checkTransactions(raw.transactions);
   const schemaCheck = checkBoolean('schemaCheck', raw.schemaCheck, true);
+  const metrics = checkMetrics(raw.metrics);
 
   return {
     client,
@@ -157,7 +160,24 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
     idempotency: resolveIdempotencyDefaults(raw.idempotency),
     transactions,
     schemaCheck,
+    metrics,
   };
+}
+
+function checkMetrics(value: unknown): ResolvedOutboxOptions['metrics'] {
+  if (value === undefined || typeof value === 'boolean') return { enabled: value ?? true };
+  const options = checkObject('metrics', value);
+  checkKnownKeys('metrics', options, ['enabled', 'meterProvider']);
+  const enabled = checkBoolean('metrics.enabled', options.enabled, true);
+  const provider = options.meterProvider as { getMeter?: unknown } | undefined;
+  if (provider !== undefined && typeof provider?.getMeter !== 'function') {
+    fail(
+      'metrics.meterProvider',
+      `must be an OpenTelemetry MeterProvider (with getMeter()), got ${describe(provider)}`,
+      'Pass the MeterProvider of @opentelemetry/sdk-metrics, or leave it out to use the global one.',
+    );
+  }
+  return provider ? { enabled, meterProvider: provider as OutboxMeterProviderLike } : { enabled };
 }
 
 function checkTransactions(value: unknown): ResolvedOutboxOptions['transactions'] {

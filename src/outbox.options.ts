@@ -152,6 +152,31 @@ export interface OutboxModuleOptions {
    * @default true
    */
   schemaCheck?: boolean;
+  /**
+   * OpenTelemetry metrics of the relay and of idempotency keys (meter `nestjs-outbox`; names in
+   * docs/observability.md), through `@opentelemetry/api` when it is installed — nothing at all without it, and
+   * nothing measured until the app registers a `MeterProvider` (the global one, set before the app initializes, or
+   * `meterProvider` here). `false` turns them off; an object sets them up.
+   * @default true
+   */
+  metrics?: boolean | OutboxMetricsOptions;
+}
+
+/** Options of `metrics`. */
+export interface OutboxMetricsOptions {
+  /** Record the metrics. @default true */
+  enabled?: boolean;
+  /**
+   * The `MeterProvider` (of `@opentelemetry/api` / `@opentelemetry/sdk-metrics`) to get the meter from.
+   * @default the global provider (`metrics.getMeterProvider()`) when the module initializes
+   */
+  meterProvider?: OutboxMeterProviderLike;
+}
+
+/** Structural type of an OpenTelemetry `MeterProvider` (so the option needs no import of the optional peer). */
+export interface OutboxMeterProviderLike {
+  /** Returns the meter named `name` (the library asks for `nestjs-outbox`). */
+  getMeter(name: string, version?: string, options?: object): unknown;
 }
 
 /**
@@ -178,6 +203,7 @@ export interface ResolvedOutboxOptions {
   idempotency: ResolvedIdempotencyDefaults;
   transactions: 'builtin' | 'cls' | OutboxTransactionSource;
   schemaCheck: boolean;
+  metrics: { enabled: boolean; meterProvider?: OutboxMeterProviderLike };
 }
 
 export const DEFAULT_PUBLISHER_OPTIONS: Readonly<Required<OutboxPublisherOptions>> = Object.freeze({

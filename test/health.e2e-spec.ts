@@ -7,7 +7,7 @@ import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
 import { useOutboxApp } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';
 
-/** The README's example, as an app would write it. */
+/** The example of docs/health.md, as an app would write it. */
 @Controller('health')
 class HealthController {
   constructor(

@@ -1,6 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { IDEMPOTENCY_CLEANUP_TASK, IdempotencyRecord, IdempotencyService } from '../src';
+import { IdempotencyRecord } from '../src';
+import { IDEMPOTENCY_CLEANUP_TASK, IdempotencyService } from '../src/idempotency/idempotency.service';
 import { OutboxCleanupRegistry } from '../src/scheduling/outbox-cleanup.registry';
 import { CreateIdempotencyKeys1764460800000 } from '../src/schema/migrations/1764460800000-idempotency-keys';
 import { createOutboxTestingModule } from './fixtures/outbox-app';

@@ -4,16 +4,9 @@ import { ScheduleModule, SchedulerRegistry } from '@nestjs/schedule';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import {
-  OUTBOX_OPTIONS,
-  OUTBOX_PUBLISHER_JOB,
-  OutboxConfigurationError,
-  OutboxMessage,
-  OutboxModule,
-  OutboxModuleOptions,
-  OutboxService,
-  ResolvedOutboxOptions,
-} from '../src';
+import { OutboxConfigurationError, OutboxMessage, OutboxModule, OutboxModuleOptions, OutboxService } from '../src';
+import { OUTBOX_OPTIONS, OUTBOX_PUBLISHER_JOB } from '../src/outbox.constants';
+import type { ResolvedOutboxOptions } from '../src/outbox.options';
 import { useTestDatabase } from './helpers/e2e-fixture';
 
 /** Module wiring on SQLite: forRoot / forRootAsync variants, startup validation, scheduler registration. */

@@ -1,8 +1,9 @@
-import { execFile, execFileSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { buildAndPack, installPackedApp } from './helpers/packed-package';
 
 /**
  * The package as users get it: `scripts/build.mjs` (what `npm run build` runs) builds into a temp folder (never
@@ -13,7 +14,6 @@ import { promisify } from 'node:util';
  * (class-transformer, an optional peer, is loaded by the build itself). A TypeScript consumer type-checks against both typings.
  */
 const run = promisify(execFile);
-const root = join(__dirname, '..');
 
 const APP_BODY = (format: 'cjs' | 'esm') => `
 class Account {
@@ -139,30 +139,10 @@ describe('nestjs-outbox as a packed package (npm pack), CommonJS and ESM, on SQL
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), 'outbox-pkg-'));
-    const pkg = join(work, 'package');
-    mkdirSync(pkg);
-    copyFileSync(join(root, 'package.json'), join(pkg, 'package.json'));
-    copyFileSync(join(root, 'README.md'), join(pkg, 'README.md'));
-    try {
-      execFileSync(process.execPath, [join(root, 'scripts', 'build.mjs'), join(pkg, 'dist')], { stdio: 'pipe', encoding: 'utf8' });
-    } catch (error) {
-      const { stdout, stderr } = error as { stdout?: string; stderr?: string };
-      throw new Error(`The build (scripts/build.mjs) failed:\n${stdout ?? ''}${stderr ?? ''}`);
-    }
-    const packed = JSON.parse(
-      execFileSync('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], { cwd: pkg, encoding: 'utf8' }),
-    )[0];
-    packedFiles = packed.files.map((f: { path: string }) => f.path);
-
+    const packed = buildAndPack(work);
+    packedFiles = packed.files;
     app = join(work, 'app');
-    const installed = join(app, 'node_modules', 'nestjs-outbox');
-    mkdirSync(installed, { recursive: true });
-    execFileSync('tar', ['-xzf', join(work, packed.filename), '-C', installed, '--strip-components=1']);
-    for (const entry of readdirSync(join(root, 'node_modules'))) {
-      if (entry.startsWith('.') || entry === 'nestjs-outbox') continue;
-      symlinkSync(join(root, 'node_modules', entry), join(app, 'node_modules', entry));
-    }
-    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'outbox-smoke-app', private: true }));
+    installPackedApp(app, packed);
     writeFileSync(join(app, 'app.cjs'), CJS_APP);
     writeFileSync(join(app, 'app.mjs'), ESM_APP);
     writeFileSync(join(app, 'types.mts'), TYPES_CHECK);

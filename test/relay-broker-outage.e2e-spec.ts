@@ -83,6 +83,8 @@ for (const kind of kinds) {
         const outbox = app.get(OutboxService);
         const first = await outbox.transaction(() => outbox.emit('OrderPlaced', { n: 0 }));
         await waitFor(() => recorder.distinct().has(first), 'a first message through the proxy');
+        // The broker has it; wait for its row to be marked too, so the cut below finds no row of it in flight.
+        await waitFor(async () => (await rows()).every((r) => r.status === 'sent'), 'the first row marked sent');
 
         proxy.cut();
         const ids: string[] = [];

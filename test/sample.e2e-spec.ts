@@ -34,7 +34,7 @@ const setups: Setup[] = [
     transport: 'TCP',
     services: [],
     broker: (tcpPort) => parseBrokerUrl(`tcp://127.0.0.1:${tcpPort}`, ''),
-    // TCP has no header channel: the id travels in the outbox envelope (see README, "Guarantees and limits").
+    // TCP has no header channel: the id travels in the outbox envelope (see docs/guarantees-and-limits.md).
     redeliver: (client, id, payload) => lastValueFrom(client.emit('OrderPlaced', { $outbox: { id }, payload }), { defaultValue: undefined }),
   },
   {

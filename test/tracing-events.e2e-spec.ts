@@ -2,7 +2,7 @@ import type { INestApplication } from '@nestjs/common';
 import { ClientProxy, ReadPacket, WritePacket } from '@nestjs/microservices';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { DataSource } from 'typeorm';
-import { OUTBOX_CHANNELS, OutboxMessage, OutboxNonRetryableError, OutboxPublisher, OutboxService } from '../src';
+import { OUTBOX_CHANNELS, OutboxMessage, OutboxNonRetryableError, OutboxPublishedEvent, OutboxPublisher, OutboxService } from '../src';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
 import { useOutboxApp } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';
@@ -78,9 +78,25 @@ for (const kind of kinds) {
       expect(seen).toEqual([
         {
           channel: 'nestjs-outbox:published',
-          event: { owner: expect.any(String), messages: [{ messageId: id, pattern: 'Ok', key: 'k-Ok', attempts: 1 }] },
+          event: {
+            owner: expect.any(String),
+            messages: [
+              {
+                messageId: id,
+                pattern: 'Ok',
+                key: 'k-Ok',
+                attempts: 1,
+                publishDurationMs: expect.any(Number),
+                delayMs: expect.any(Number),
+              },
+            ],
+          },
         },
       ]);
+      // The delay runs from the commit (before the claim) to the confirmation, so it spans the publish.
+      const [{ publishDurationMs, delayMs }] = (seen[0].event as OutboxPublishedEvent).messages;
+      expect(publishDurationMs).toBeGreaterThanOrEqual(0);
+      expect(delayMs).toBeGreaterThanOrEqual(publishDurationMs!);
     });
 
     it('publishes nestjs-outbox:retry-scheduled for a retryable failure', async () => {
@@ -88,7 +104,7 @@ for (const kind of kinds) {
       expect(seen).toEqual([
         {
           channel: 'nestjs-outbox:retry-scheduled',
-          event: expect.objectContaining({ messageId: id, pattern: 'Flaky', attempts: 1, retryDelay: expect.any(Number), error: expect.stringContaining('broker said no') }),
+          event: expect.objectContaining({ messageId: id, pattern: 'Flaky', attempts: 1, retryDelay: expect.any(Number), error: expect.stringContaining('broker said no'), errorType: 'Error', publishDurationMs: expect.any(Number) }),
         },
       ]);
     });

@@ -1,7 +1,8 @@
 import { Controller, INestMicroservice, Module, UseInterceptors } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Ctx, EventPattern, MicroserviceOptions, Payload, RmqContext, Transport } from '@nestjs/microservices';
-import { context, propagation, SpanKind, trace } from '@opentelemetry/api';
+import { RmqRecordSerializer } from '@nestjs/microservices/serializers/rmq-record.serializer';
+import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { AsyncHooksContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
@@ -47,31 +48,43 @@ async function startTracedConsumer(options: MicroserviceOptions): Promise<{ app:
   return { app, handled };
 }
 
-const setups: Array<{ name: string; kind: DatabaseKind; services: ('postgres' | 'rabbitmq')[] }> = [
-  { name: 'RabbitMQ (RMQ transport)', kind: 'postgres', services: ['postgres', 'rabbitmq'] },
-  { name: 'TCP (envelope)', kind: 'sqlite', services: [] },
+const setups: Array<{ name: string; kind: DatabaseKind; services: ('postgres' | 'rabbitmq')[]; system: string }> = [
+  { name: 'RabbitMQ (RMQ transport)', kind: 'postgres', services: ['postgres', 'rabbitmq'], system: 'rabbitmq' },
+  { name: 'TCP (envelope)', kind: 'sqlite', services: [], system: 'tcp' },
 ];
+
+/** The client's serializer, made to throw on demand (a publish that fails, then succeeds on retry). */
+class SwitchableSerializer {
+  failing = false;
+  constructor(private readonly inner: { serialize(value: any): any } = { serialize: (value) => value }) {}
+  serialize(value: any): any {
+    if (this.failing) throw new Error('serializer cannot encode this message now');
+    return this.inner.serialize(value);
+  }
+}
 
 for (const setup of setups) {
   describeWith(setup.services, `OpenTelemetry trace context: request → outbox → ${setup.name} → consumer, on ${DATABASE_LABEL[setup.kind]}`, () => {
     let consumer: Awaited<ReturnType<typeof startTracedConsumer>>;
     const queue = uniqueQueue('outbox-trace');
+    const serializer = new SwitchableSerializer(setup.kind === 'postgres' ? new RmqRecordSerializer() : undefined);
     const fx = useOutboxApp(setup.kind, async ({ defer }) => {
       let client;
       if (setup.kind === 'postgres') {
         defer(() => deleteQueue(queue));
         consumer = await startTracedConsumer(rmqConsumerOptions(queue));
-        client = rmqClientOptions(queue);
+        client = rmqClientOptions(queue, undefined, { serializer });
       } else {
         const port = await freePort();
         consumer = await startTracedConsumer({
           transport: Transport.TCP,
           options: { host: '127.0.0.1', port, deserializer: new OutboxEnvelopeDeserializer() },
         });
-        client = { transport: Transport.TCP, options: { host: '127.0.0.1', port } };
+        client = { transport: Transport.TCP, options: { host: '127.0.0.1', port, serializer } };
       }
       defer(() => consumer.app.close());
-      return { client: client as any, logger: false };
+      const outbox = { publisher: { pollingInterval: 50 }, retry: { initialDelay: 20, maxDelay: 50 } };
+      return { client: client as any, logger: false, outbox };
     });
 
     beforeEach(() => exporter.reset());
@@ -93,12 +106,54 @@ for (const setup of setups) {
       expect(handled.traceId).toBe(traceId);
 
       await waitFor(() => exporter.getFinishedSpans().some((s) => s.name === 'OrderPlaced process'), 'the consumer span to end');
+      const producers = exporter.getFinishedSpans().filter((s) => s.name === 'send OrderPlaced');
+      expect(producers).toHaveLength(1);
+      const producer = producers[0];
+      expect(producer.kind).toBe(SpanKind.PRODUCER);
+      expect(producer.spanContext().traceId).toBe(traceId);
+      expect(producer.parentSpanContext?.spanId).toBe(spanId);
+      expect(producer.status.code).toBe(SpanStatusCode.UNSET);
+      expect(producer.attributes).toEqual({
+        'messaging.system': setup.system,
+        'messaging.operation.type': 'send',
+        'messaging.operation.name': 'send',
+        'messaging.destination.name': 'OrderPlaced',
+        'messaging.message.id': id,
+      });
+
       const span = exporter.getFinishedSpans().find((s) => s.name === 'OrderPlaced process')!;
       expect(span.kind).toBe(SpanKind.CONSUMER);
       expect(span.spanContext().traceId).toBe(traceId);
-      expect(span.parentSpanContext?.spanId).toBe(spanId);
+      expect(span.parentSpanContext?.spanId).toBe(producer.spanContext().spanId);
+      expect(span.links.map((l) => l.context.spanId)).toEqual([producer.spanContext().spanId]);
       expect(span.spanContext().spanId).toBe(handled.spanId);
       expect(span.attributes).toMatchObject({ 'messaging.message.id': id, 'messaging.operation.type': 'process' });
+      // The row keeps the emit-time context; only the message on the wire carries the producer span's.
+      const after = await fx.dataSource.getRepository(OutboxMessage).findOneByOrFail({ messageId: id });
+      expect(JSON.parse(after.headers!).traceparent).toBe(`00-${traceId}-${spanId}-01`);
+    });
+
+    it('ends the producer span of a failed publish with an error status, and a new one for the retry that succeeds', async () => {
+      const { outbox } = fx;
+      serializer.failing = true;
+      const request = tracer.startSpan('POST /orders', { kind: SpanKind.SERVER });
+      const id = await context.with(trace.setSpan(context.active(), request), () =>
+        outbox.transaction(() => outbox.emit('OrderPlaced', { orderId: 3 }, { key: 'k-trace' })),
+      );
+      request.end();
+      const sends = () => exporter.getFinishedSpans().filter((s) => s.name === 'send OrderPlaced');
+      await waitFor(() => sends().length >= 1, 'the failed publish to end its span');
+      serializer.failing = false;
+      await waitFor(() => consumer.handled.some((h) => h.messageId === id), 'the consumer to handle the retried message');
+      await waitFor(() => exporter.getFinishedSpans().some((s) => s.name === 'OrderPlaced process'), 'the consumer span to end');
+      const [failed, ...rest] = sends();
+      expect(failed.status).toEqual({ code: SpanStatusCode.ERROR, message: expect.stringContaining('cannot encode') });
+      expect(failed.attributes).toMatchObject({ 'error.type': 'Error', 'messaging.message.id': id, 'outbox.key': 'k-trace' });
+      expect(failed.parentSpanContext?.spanId).toBe(request.spanContext().spanId);
+      const succeeded = rest.filter((s) => s.status.code !== SpanStatusCode.ERROR);
+      expect(succeeded).toHaveLength(1);
+      const span = exporter.getFinishedSpans().find((s) => s.name === 'OrderPlaced process')!;
+      expect(span.parentSpanContext?.spanId).toBe(succeeded[0].spanContext().spanId);
     });
 
     it('stores no trace headers when no span is active, and the handler runs without a span', async () => {
@@ -109,6 +164,7 @@ for (const setup of setups) {
       await waitFor(() => consumer.handled.some((h) => h.messageId === id), 'the consumer to handle OrderPlaced');
       expect(consumer.handled.find((h) => h.messageId === id)!.traceId).toBeUndefined();
       expect(exporter.getFinishedSpans().filter((s) => s.name === 'OrderPlaced process')).toEqual([]);
+      expect(exporter.getFinishedSpans().filter((s) => s.name === 'send OrderPlaced')).toEqual([]);
     });
   });
 }

@@ -25,6 +25,10 @@ export interface ClaimedOutboxRow {
   key: string | null;
   /** Attempts including the one this claim starts. */
   attempts: number;
+  /** Age of the row when it was claimed, in ms on the database clock (now − `created_at`); absent if not read. */
+  ageMs?: number;
+  /** When the claim returned, on this process's `performance.now()` clock (set by the publisher, not the dialect). */
+  claimedAt?: number;
 }
 
 /** Outcome of one failed publish, to be written back. */
@@ -40,6 +44,10 @@ export interface OutboxFailure {
    * an outage never moves a message toward `retry.maxAttempts`. @default false
    */
   transportUnreachable?: boolean;
+  /** Class name of the error (e.g. `OutboxPublishTimeoutError`), for metrics' `error.type`; not written. */
+  errorType?: string;
+  /** How long the failed attempt ran (ms) before it failed; not written. */
+  durationMs?: number;
 }
 
 /** Counts for `OutboxService.stats()`. */
@@ -190,6 +198,12 @@ export interface OutboxDialect {
    * with the number requeued.
    */
   requeueDead(manager: EntityManager, table: string, selection: DeadSelection): Promise<number>;
+  /** Counts the selected dead rows per pattern: one grouped query. */
+  countDeadByPattern(
+    manager: EntityManager,
+    table: string,
+    selection: DeadSelection,
+  ): Promise<Array<{ pattern: string; count: number }>>;
   /** Deletes the selected dead rows (their attempt history with them). Resolves with the number deleted. */
   purgeDead(manager: EntityManager, table: string, selection: DeadSelection): Promise<number>;
   /** Dead rows matching the query, newest death first (ties: higher `seq` first), at most `limit`. */

@@ -208,6 +208,24 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
     return affected;
   }
 
+  async countDeadByPattern(
+    manager: EntityManager,
+    table: string,
+    selection: DeadSelection,
+  ): Promise<Array<{ pattern: string; count: number }>> {
+    const filter = toDeadFilter(selection);
+    if (filter.messageIds?.length === 0) return [];
+    const q = (c: string) => this.quote(c);
+    const { where, params } = this.deadWhere(filter);
+    const { records } = await this.execute(
+      manager,
+      `SELECT ${q('pattern')} AS ${q('pattern')}, COUNT(*) AS ${q('n')} FROM ${this.quoteTable(table)} ` +
+        `WHERE ${where} GROUP BY ${q('pattern')}`,
+      params,
+    );
+    return records.map((r) => ({ pattern: String(r.pattern), count: Number(r.n) }));
+  }
+
   async purgeDead(manager: EntityManager, table: string, selection: DeadSelection): Promise<number> {
     const filter = toDeadFilter(selection);
     if (filter.messageIds?.length === 0) return 0;
@@ -487,7 +505,17 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
       headers: record.headers ?? null,
       key: record.ordering_key ?? null,
       attempts: Number(record.attempts),
+      ...(record.age_ms === undefined || record.age_ms === null ? {} : { ageMs: Math.max(0, Number(record.age_ms)) }),
     };
+  }
+
+  /**
+   * The claimed row's age on the database clock (now − `created_at`, in ms), as the column `age_ms` of a claim's
+   * result: the publisher adds the time to the broker's confirmation to report the commit-to-publish delay.
+   */
+  protected claimedAge(alias?: string): string {
+    const column = alias ? `${alias}.${this.quote('created_at')}` : this.quote('created_at');
+    return `${this.nowMs} - ${column} AS ${this.quote('age_ms')}`;
   }
 
   /**

@@ -20,6 +20,8 @@ export const OUTBOX_CHANNELS = Object.freeze({
   dead: 'nestjs-outbox:dead-lettered',
   /** A publisher lost the claim of rows before it could mark them: `OutboxLeaseLostEvent`. */
   leaseLost: 'nestjs-outbox:lease-lost',
+  /** Dead messages were requeued with `OutboxDeadLetters.requeue()`: `OutboxRequeuedEvent`. */
+  requeued: 'nestjs-outbox:requeued',
 } satisfies Record<keyof OutboxPublisherEvents, string>);
 
 const channels: Record<keyof OutboxPublisherEvents, Channel> = {
@@ -27,6 +29,7 @@ const channels: Record<keyof OutboxPublisherEvents, Channel> = {
   retry: channel(OUTBOX_CHANNELS.retry),
   dead: channel(OUTBOX_CHANNELS.dead),
   leaseLost: channel(OUTBOX_CHANNELS.leaseLost),
+  requeued: channel(OUTBOX_CHANNELS.requeued),
 };
 
 /** True when the event's channel has a subscriber (so building its payload is worth it). */

@@ -16,6 +16,10 @@ export interface OutboxDeadEvent {
   attempts: number;
   /** What went wrong, redacted of credentials. */
   error: string;
+  /** Class name of the error of the last attempt (e.g. `OutboxNonRetryableError`), when known. */
+  errorType?: string;
+  /** How long the last attempt ran before it failed (ms), when known. */
+  publishDurationMs?: number;
 }
 
 /** Reported for each failed attempt that will be retried. */
@@ -32,6 +36,10 @@ export interface OutboxRetryEvent {
    * did not count toward `retry.maxAttempts`, and `attempts` is the count without it.
    */
   transportUnreachable: boolean;
+  /** Class name of the error (e.g. `OutboxPublishTimeoutError`), when known. */
+  errorType?: string;
+  /** How long the attempt ran before it failed (ms), when known. */
+  publishDurationMs?: number;
 }
 
 /**
@@ -41,7 +49,30 @@ export interface OutboxRetryEvent {
 export interface OutboxPublishedEvent {
   /** Fencing token of the claim they were published under. */
   owner: string;
-  messages: Array<{ messageId: string; pattern: string; key: string | null; attempts: number }>;
+  messages: OutboxPublishedMessage[];
+}
+
+/** One message of an `OutboxPublishedEvent`. */
+export interface OutboxPublishedMessage {
+  messageId: string;
+  pattern: string;
+  key: string | null;
+  attempts: number;
+  /** From the start of the publish to the broker's confirmation (ms), when measured. */
+  publishDurationMs?: number;
+  /**
+   * From the commit that wrote the row to the broker's confirmation (ms): the row's age at claim on the database
+   * clock (now − `created_at`) plus the time this process took from the claim to the confirmation. When measured.
+   */
+  delayMs?: number;
+}
+
+/** Reported by `OutboxDeadLetters.requeue()` when it made dead messages pending again. */
+export interface OutboxRequeuedEvent {
+  /** Messages requeued in all. */
+  requeued: number;
+  /** How many of them per pattern (counted in the requeue's transaction, before its update). */
+  patterns: Array<{ pattern: string; count: number }>;
 }
 
 /** Events of `OutboxPublisher` (`publisher.on('leaseLost', listener)`). */
@@ -50,4 +81,5 @@ export interface OutboxPublisherEvents {
   leaseLost: OutboxLeaseLostEvent;
   dead: OutboxDeadEvent;
   retry: OutboxRetryEvent;
+  requeued: OutboxRequeuedEvent;
 }

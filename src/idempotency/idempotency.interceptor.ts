@@ -1,34 +1,18 @@
-import { createHash } from 'node:crypto';
-import { Readable } from 'node:stream';
-import {
-  CallHandler,
-  ExecutionContext,
-  HttpStatus,
-  Injectable,
-  Logger,
-  NestInterceptor,
-  StreamableFile,
-} from '@nestjs/common';
-import { HTTP_CODE_METADATA } from '@nestjs/common/constants';
+import { CallHandler, ExecutionContext, Injectable, Logger, NestInterceptor } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import { RmqContext, RpcException } from '@nestjs/microservices';
-import { PATTERN_HANDLER_METADATA } from '@nestjs/microservices/constants';
 import { lastValueFrom, Observable, of } from 'rxjs';
-import { getOutboxMessageId } from '../transports/incoming-message-id';
-import { toPlain } from './class-transformer.loader';
+import { describeError } from '../util/describe-error';
+import { boundedText, scopeFromOption } from './call-scope';
 import { isDatabaseUnavailable } from './database-unavailable';
-import { fingerprintOf } from './fingerprint';
+import { HandlerOptionsResolver } from './handler-options.resolver';
+import { runFirstRequest } from './http-first-run';
+import * as httpRequest from './http-request-key';
 import { rememberIdempotencyKey } from './idempotency-key.decorator';
 import type { IdempotencyAttempt, StoredIdempotencyRecord } from './idempotency-store';
-import { IDEMPOTENT_OPTIONS } from './idempotency.constants';
+import * as warnings from './idempotency-warnings';
+import type { IdempotentCall, ResolvedIdempotentOptions, StoredResponse } from './idempotent-call.types';
 import { IdempotencyService } from './idempotency.service';
-import {
-  IDEMPOTENT_REPLAYED_HEADER,
-  IdempotentOptions,
-  MAX_IDEMPOTENCY_KEY_LENGTH,
-  ResolvedIdempotencyDefaults,
-} from './idempotency.options';
-import { resolveIdempotencyDefaults } from './idempotency.options-validation';
+import { MAX_IDEMPOTENCY_KEY_LENGTH } from './idempotency.options';
 import {
   databaseUnavailableProblem,
   IdempotencyProblemException,
@@ -38,69 +22,41 @@ import {
   nestedTooDeeplyProblem,
   reusedKeyProblem,
 } from './idempotency.problems';
-import { describeError } from '../util/describe-error';
+import { fingerprintMessage, readMessageKey } from './message-key';
+import * as settlement from './message-settlement';
+import { isGuardedByOuterApplication } from './outer-application';
 import { JsonNestingTooDeepError, MAX_JSON_DEPTH } from './stable-json';
+import { captureResponse, parseBody, replayResponse } from './stored-response';
+import { outcomeOfStatus, reportIdempotencyOutcome } from '../events/idempotency-channel';
 
-/** The options of one handler: module defaults ← class ← method. */
-export type ResolvedIdempotentOptions = ResolvedIdempotencyDefaults &
-  Pick<IdempotentOptions, 'scope' | 'key' | 'fingerprint'> & {
-    /** Lower-case header name. */
-    headerKey: string;
-    /** 'Controller.method', the default scope of message handlers. */
-    consumer: string;
-  };
-
-/** The response that is stored and replayed. */
-export interface StoredResponse {
-  status: number | null;
-  /** JSON text, or null for "no body". */
-  body: string | null;
-  /** JSON text of the replayed headers, or null. */
-  headers: string | null;
-}
-
-/** What identifies one idempotent call. */
-export interface IdempotentCall {
-  scope: string;
-  key: string;
-  fingerprint: string;
-  options: ResolvedIdempotentOptions;
-}
-
-const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
-
-/** Handlers already guarded, per request (HTTP) or transport context (messages), by an outer application. */
-const guarded = new WeakMap<object, Set<Function>>();
+export type { IdempotentCall, ResolvedIdempotentOptions, StoredResponse } from './idempotent-call.types';
 
 /**
  * The interceptor behind `@Idempotent()`. Every step is `protected`: extend the class, override a step
  * (`scopeOf`, `principalOf`, `fingerprintHttp`, `toStoredResponse`, `replay`, `skipDuplicate`, …) and apply it with
  * `applyDecorators(SetMetadata(IDEMPOTENT_OPTIONS, options), UseInterceptors(MyInterceptor))`.
+ *
+ * This class strings the steps together; their bodies live in files of one job each: `handler-options.resolver.ts`,
+ * `http-request-key.ts`, `http-first-run.ts`, `stored-response.ts`, `message-key.ts`, `message-settlement.ts`,
+ * `call-scope.ts`, `idempotency-warnings.ts` and `outer-application.ts`.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
   protected readonly logger = new Logger('Idempotency');
-  private readonly resolved = new WeakMap<Function, ResolvedIdempotentOptions>();
+  private readonly handlerOptions: HandlerOptionsResolver;
   private readonly warned = new Set<string>();
 
   constructor(
     protected readonly reflector: Reflector,
     protected readonly idempotency: IdempotencyService,
-  ) {}
+  ) {
+    this.handlerOptions = new HandlerOptionsResolver(reflector, () => this.idempotency.defaults);
+  }
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> | Promise<Observable<unknown>> {
     const type = context.getType();
     if (type !== 'http' && type !== 'rpc') return next.handle();
-    // `@Idempotent()` on a controller and on its method applies the interceptor twice: the outer one guards.
-    const holder = type === 'http' ? context.switchToHttp().getRequest() : context.switchToRpc().getContext();
-    if (typeof holder === 'object' && holder !== null) {
-      // Per handler: two handlers of one message share its transport context, and each is guarded.
-      const handler = context.getHandler();
-      let handlers = guarded.get(holder);
-      if (!handlers) guarded.set(holder, (handlers = new Set()));
-      if (handlers.has(handler)) return next.handle();
-      handlers.add(handler);
-    }
+    if (isGuardedByOuterApplication(context)) return next.handle();
     return type === 'http' ? this.interceptHttp(context, next) : this.interceptRpc(context, next);
   }
 
@@ -109,8 +65,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   protected async interceptHttp(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
     const options = this.optionsOf(context);
     const request = context.switchToHttp().getRequest();
-    // Safe methods are idempotent by definition (a class-level @Idempotent() must not demand keys for reads).
-    if (SAFE_METHODS.has(request.method)) return next.handle();
+    if (httpRequest.isSafeMethod(request)) return next.handle();
     const key = this.readHttpKey(context, request, options);
     if (key === undefined) {
       if (options.required) throw this.reject(context, missingKeyProblem(options.header));
@@ -130,34 +85,26 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (begun.kind === 'stored') return this.answerStoredHttp(context, begun.record, call);
     if (begun.kind === 'in-flight') {
       // A different request with the key wins over "in flight": 422 rather than 409.
-      throw this.reject(context, begun.sameRequest ? inFlightProblem(options.header, options.retryAfter) : reusedKeyProblem(options.header));
+      const { header, retryAfter } = options;
+      throw this.reject(context, begun.sameRequest ? inFlightProblem(header, retryAfter) : reusedKeyProblem(header));
     }
     return this.runFirstHttp(context, next, begun.attempt, call);
   }
 
   /** The key from the header (or the custom extractor); undefined when absent. */
-  protected readHttpKey(context: ExecutionContext, request: any, options: ResolvedIdempotentOptions): string | undefined {
-    const raw = options.key ? options.key(request, context) : request.headers?.[options.headerKey];
-    if (raw === undefined || raw === null) return undefined;
-    return Array.isArray(raw) ? raw.join(', ') : String(raw);
+  protected readHttpKey(
+    context: ExecutionContext,
+    request: any,
+    options: ResolvedIdempotentOptions,
+  ): string | undefined {
+    return httpRequest.readKey(context, request, options);
   }
 
-  /**
-   * The scope of an HTTP key when the `scope` option gives none: the principal (`principalOf`), else `''` — shared by
-   * every client, which is warned about once per route that has no `scope` option either.
-   */
+  /** An HTTP key's scope without a `scope` option: `principalOf`, else '' (shared by all clients; warned once). */
   protected async defaultHttpScope(context: ExecutionContext, options: ResolvedIdempotentOptions): Promise<string> {
     const principal = await this.principalOf(context);
     if (principal !== undefined) return principal;
-    if (!options.scope) {
-      this.warnOnce(
-        `${options.consumer} principal`,
-        `${options.consumer} ran without a principal (no request.user with an id or sub) and without a ` +
-          '`scope` option, so its idempotency keys are shared by every client: a client that sends another ' +
-          "client's key and body receives that client's stored response. Put the authentication guard before " +
-          'it, or pass @Idempotent({ scope: (context) => … }) (e.g. a tenant or API-key id).',
-      );
-    }
+    if (!options.scope) this.warnOnce(`${options.consumer} principal`, warnings.sharedKeys(options.consumer));
     return '';
   }
 
@@ -167,17 +114,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * none. Override it to scope by another field (as @nestjs/throttler's `getTracker`).
    */
   protected principalOf(context: ExecutionContext): string | undefined | Promise<string | undefined> {
-    const user = context.switchToHttp().getRequest()?.user;
-    if (typeof user !== 'object' || user === null) return undefined;
-    const id = user.id ?? user.sub;
-    if (id === undefined || id === null) return undefined;
-    const text = String(id);
-    return text.length > 0 ? text : undefined;
+    return httpRequest.principalOf(context.switchToHttp().getRequest());
   }
 
   /** 400 for an empty key or one over 255 characters. */
   protected checkHttpKey(context: ExecutionContext, key: string, options: ResolvedIdempotentOptions): void {
-    if (key.trim().length === 0 || key.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
+    if (!httpRequest.isAcceptableKey(key)) {
       throw this.reject(context, invalidKeyProblem(options.header, MAX_IDEMPOTENCY_KEY_LENGTH, key.length));
     }
   }
@@ -187,8 +129,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
     try {
       return fingerprint();
     } catch (error) {
-      if (error instanceof JsonNestingTooDeepError) throw this.reject(context, nestedTooDeeplyProblem(MAX_JSON_DEPTH));
-      throw error;
+      if (!(error instanceof JsonNestingTooDeepError)) throw error;
+      throw this.reject(context, nestedTooDeeplyProblem(MAX_JSON_DEPTH));
     }
   }
 
@@ -205,56 +147,45 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /** Default fingerprint: method, path, query and body (key-order independent). */
   protected fingerprintHttp(context: ExecutionContext, request: any, options: ResolvedIdempotentOptions): string {
-    if (options.fingerprint) return fingerprintOf(options.fingerprint(request, context));
-    const url: string = request.originalUrl ?? request.url ?? '';
-    const query = url.indexOf('?');
-    return fingerprintOf(request.method, query === -1 ? url : url.slice(0, query), request.query ?? null, request.body ?? null);
+    return httpRequest.fingerprint(context, request, options);
   }
 
   /** A completed record: replay it, or 422 when it was written for a different request. */
-  protected answerStoredHttp(context: ExecutionContext, record: StoredIdempotencyRecord, call: IdempotentCall): Observable<unknown> {
+  protected answerStoredHttp(
+    context: ExecutionContext,
+    record: StoredIdempotencyRecord,
+    call: IdempotentCall,
+  ): Observable<unknown> {
     if (record.fingerprint !== call.fingerprint) throw this.reject(context, reusedKeyProblem(call.options.header));
     return this.replay(context, record);
   }
 
   /** Sends the stored response again, marked `Idempotent-Replayed: true`. The handler does not run. */
   protected replay(context: ExecutionContext, record: StoredIdempotencyRecord): Observable<unknown> {
-    const response = context.switchToHttp().getResponse();
-    setHeader(response, IDEMPOTENT_REPLAYED_HEADER, 'true');
-    if (record.headers) {
-      for (const [name, value] of Object.entries(JSON.parse(record.headers) as Record<string, string | string[]>)) {
-        setHeader(response, name, value);
-      }
-    }
-    if (record.status !== null && typeof response.status === 'function') response.status(record.status);
-    return of(record.body === null ? undefined : JSON.parse(record.body));
+    reportIdempotencyOutcome('replayed', this.optionsOf(context).consumer, 'http');
+    return of(replayResponse(context, record));
   }
 
   /** The winner: runs the handler in the transaction, stores what the client receives, commits. */
-  protected async runFirstHttp(context: ExecutionContext, next: CallHandler, attempt: IdempotencyAttempt, call: IdempotentCall): Promise<Observable<unknown>> {
-    const mapped = (error: unknown) => this.databaseError(context, error, call.options);
-    let value: unknown;
-    let stored: StoredResponse | undefined;
-    try {
-      value = await this.runHandler(next, attempt);
-      stored = this.toStoredResponse(context, value, call.options);
-    } catch (error) {
-      await this.rollbackQuietly(attempt);
-      throw mapped(error);
-    }
-    try {
-      if (!stored) {
-        this.warnOnce(call.options.consumer, `${call.options.consumer} returned a stream, which cannot be stored or replayed: its effect was committed without an idempotency record, so a retry runs it again. Return a JSON body from idempotent handlers.`);
-        await attempt.commitWithoutRecord();
-        return of(value);
-      }
-      if (await attempt.commit({ fingerprint: call.fingerprint, ttl: call.options.ttl, ...stored })) return of(value);
-      return await this.afterLostRace(call, (record) => this.answerStoredHttp(context, record, call), () => {
-        throw this.reject(context, inFlightProblem(call.options.header, call.options.retryAfter));
-      });
-    } catch (error) {
-      throw mapped(error);
-    }
+  protected async runFirstHttp(
+    context: ExecutionContext,
+    next: CallHandler,
+    attempt: IdempotencyAttempt,
+    call: IdempotentCall,
+  ): Promise<Observable<unknown>> {
+    const { consumer, header, retryAfter } = call.options;
+    const answer = (record: StoredIdempotencyRecord) => this.answerStoredHttp(context, record, call);
+    const inFlight = () => {
+      throw this.reject(context, inFlightProblem(header, retryAfter));
+    };
+    return runFirstRequest(attempt, call, {
+      run: () => this.runHandler(next, attempt),
+      capture: (value) => this.toStoredResponse(context, value, call.options),
+      rollback: () => this.rollbackQuietly(attempt),
+      failure: (error) => this.databaseError(context, error, call.options),
+      notStored: () => this.warnOnce(consumer, warnings.streamNotStored(consumer)),
+      lostRace: () => this.afterLostRace(call, answer, inFlight),
+    });
   }
 
   /**
@@ -262,23 +193,17 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * `instanceToPlain`, as `ClassSerializerInterceptor` would, so `@Exclude()`d fields are never stored), the
    * route's status code and the `replayHeaders` already set. Undefined for a stream (not replayable).
    */
-  protected toStoredResponse(context: ExecutionContext, value: unknown, options: ResolvedIdempotentOptions): StoredResponse | undefined {
-    if (value instanceof StreamableFile || value instanceof Readable || Buffer.isBuffer(value)) return undefined;
-    const response = context.switchToHttp().getResponse();
-    const request = context.switchToHttp().getRequest();
-    const status =
-      this.reflector.get<number | undefined>(HTTP_CODE_METADATA, context.getHandler()) ??
-      (request.method === 'POST' ? HttpStatus.CREATED : HttpStatus.OK);
-    let headers: Record<string, unknown> | null = null;
-    for (const name of options.replayHeaders) {
-      const header = getHeader(response, name);
-      if (header !== undefined) (headers ??= {})[name] = header;
-    }
-    return { status, body: serializeBody(value), headers: headers ? JSON.stringify(headers) : null };
+  protected toStoredResponse(
+    context: ExecutionContext,
+    value: unknown,
+    options: ResolvedIdempotentOptions,
+  ): StoredResponse | undefined {
+    return captureResponse(this.reflector, context, value, options);
   }
 
   /** The exception to throw for a refused request (answered as problem+json by `IdempotencyProblemFilter`). */
-  protected reject(_context: ExecutionContext, problem: IdempotencyProblemException): IdempotencyProblemException {
+  protected reject(context: ExecutionContext, problem: IdempotencyProblemException): IdempotencyProblemException {
+    reportIdempotencyOutcome(outcomeOfStatus(problem.problem.status), this.optionsOf(context).consumer, 'http');
     return problem;
   }
 
@@ -287,15 +212,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
   protected async interceptRpc(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
     const options = this.optionsOf(context);
     const data = context.switchToRpc().getData();
-    const key = options.key ? options.key(data, context) : getOutboxMessageId(context);
+    const key = readMessageKey(context, data, options);
     if (typeof key !== 'string' || key.length === 0) {
-      this.warnOnce(
-        options.consumer,
-        `${options.consumer} received a message without an id: it ran in a transaction without an idempotency ` +
-          "record, so a redelivery runs it again. Messages from this library's outbox carry one (TCP/Redis " +
-          'consumers need OutboxEnvelopeDeserializer); for other producers pass ' +
-          '@Idempotent({ key: (data, context) => … }).',
-      );
+      this.warnOnce(options.consumer, warnings.messageWithoutId(options.consumer));
       return this.runWithoutRecordRpc(context, next, options);
     }
     const call: IdempotentCall = {
@@ -311,70 +230,49 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return this.runFirstRpc(context, next, begun.attempt, call);
   }
 
-  /**
-   * The fingerprint of a message's data (it only tells a redelivery with different data apart, for a warning). Data
-   * nested more than `MAX_JSON_DEPTH` levels deep gets a fixed fingerprint, with a warning: the message id decides.
-   */
+  /** The fingerprint of a message's data (for a warning: the id decides); fixed, with a warning, if nested too deep. */
   protected messageFingerprint(context: ExecutionContext, data: unknown, options: ResolvedIdempotentOptions): string {
-    try {
-      return fingerprintOf(options.fingerprint ? options.fingerprint(data, context) : data);
-    } catch (error) {
-      if (!(error instanceof JsonNestingTooDeepError)) throw error;
-      this.warnOnce(`${options.consumer} depth`, `${options.consumer} received data nested more than ${MAX_JSON_DEPTH} levels deep: it is deduplicated by message id only.`);
-      return fingerprintOf('data nested too deeply');
-    }
+    const { consumer } = options;
+    return fingerprintMessage(context, data, options, () =>
+      this.warnOnce(`${consumer} depth`, warnings.nestedData(consumer)),
+    );
   }
 
   /** The first delivery: runs the handler in the transaction with the record; settles the message after commit. */
-  protected async runFirstRpc(context: ExecutionContext, next: CallHandler, attempt: IdempotencyAttempt, call: IdempotentCall): Promise<Observable<unknown>> {
-    let value: unknown;
-    let body: string | null;
-    try {
-      value = await this.runHandler(next, attempt);
-      body = serializeBody(value);
-    } catch (error) {
-      await this.rollbackQuietly(attempt);
-      this.settle(context, call.options, 'requeue');
-      throw error;
-    }
-    if (await attempt.commit({ fingerprint: call.fingerprint, ttl: call.options.ttl, status: null, body, headers: null })) {
-      this.settle(context, call.options, 'ack');
-      return of(value);
-    }
-    return this.afterLostRace(call, (record) => this.skipDuplicate(context, record, call), () => this.deferInFlight(context, call));
+  protected async runFirstRpc(
+    context: ExecutionContext,
+    next: CallHandler,
+    attempt: IdempotencyAttempt,
+    call: IdempotentCall,
+  ): Promise<Observable<unknown>> {
+    const skip = (record: StoredIdempotencyRecord) => this.skipDuplicate(context, record, call);
+    return settlement.runFirstDelivery(attempt, call, {
+      run: () => this.runHandler(next, attempt),
+      rollback: () => this.rollbackQuietly(attempt),
+      settle: (how) => this.settle(context, call.options, how),
+      lostRace: () => this.afterLostRace(call, skip, () => this.deferInFlight(context, call)),
+    });
   }
 
-  /**
-   * A message without an id: the handler runs in a transaction of its own, without a record (nothing to deduplicate
-   * by), and the message is settled like any other — acked after the commit, requeued when the handler or the
-   * commit fails.
-   */
+  /** A message without an id: its own transaction, no record; acked after the commit, requeued if anything fails. */
   protected async runWithoutRecordRpc(
     context: ExecutionContext,
     next: CallHandler,
     options: ResolvedIdempotentOptions,
   ): Promise<Observable<unknown>> {
-    let value: unknown;
-    try {
-      // next.handle() is called inside the transaction's async context, so the handler's writes join it.
-      value = await this.idempotency.transaction(() => lastValueFrom(next.handle(), { defaultValue: undefined }));
-    } catch (error) {
-      this.settle(context, options, 'requeue');
-      throw error;
-    }
-    this.settle(context, options, 'ack');
-    return of(value);
+    return settlement.runWithoutRecord(this.idempotency, next, (how) => this.settle(context, options, how));
   }
 
   /** A redelivery of a handled message: the handler does not run; a `@MessagePattern` gets the stored response. */
-  protected skipDuplicate(context: ExecutionContext, record: StoredIdempotencyRecord, call: IdempotentCall): Observable<unknown> {
-    if (record.fingerprint !== call.fingerprint) {
-      this.logger.warn(`${call.scope}: message ${call.key} was already handled with different data; the new data is ignored (the message id decides).`);
-    } else {
-      this.logger.debug(`${call.scope}: skipped message ${call.key}, already handled.`);
-    }
+  protected skipDuplicate(
+    context: ExecutionContext,
+    record: StoredIdempotencyRecord,
+    call: IdempotentCall,
+  ): Observable<unknown> {
+    settlement.logDuplicate(this.logger, record, call);
+    reportIdempotencyOutcome('duplicate_skipped', call.options.consumer, 'rpc');
     this.settle(context, call.options, 'ack');
-    return of(record.body === null ? undefined : JSON.parse(record.body));
+    return of(parseBody(record.body));
   }
 
   /**
@@ -383,49 +281,19 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * (`@MessagePattern`, so the caller can retry) or skipped with a warning.
    */
   protected deferInFlight(context: ExecutionContext, call: IdempotentCall): Observable<unknown> {
-    if (this.isMessagePattern(context)) {
-      throw new RpcException({ status: 'error', code: 'idempotency-key-in-use', message: `Message ${call.key} is being handled right now; retry later.` });
-    }
-    if (this.settle(context, call.options, 'requeue')) {
-      this.logger.debug(`${call.scope}: message ${call.key} is being handled right now; requeued in ${call.options.retryAfter} s.`);
-    } else {
-      this.logger.warn(`${call.scope}: message ${call.key} arrived again while its first delivery was still being handled; skipped.`);
-    }
+    reportIdempotencyOutcome('in_flight', call.options.consumer, 'rpc');
+    if (this.isMessagePattern(context)) throw settlement.inFlightError(call.key);
+    settlement.logInFlight(this.logger, call, this.settle(context, call.options, 'requeue'));
     return of(undefined);
   }
 
-  /**
-   * With `manualAck` (RabbitMQ, `noAck: false`) acknowledges the message, or requeues it after `retryAfter` seconds.
-   * Returns whether it did anything.
-   */
+  /** With `manualAck` (RabbitMQ) acks the message, or requeues it after `retryAfter` s; whether it did anything. */
   protected settle(context: ExecutionContext, options: ResolvedIdempotentOptions, how: 'ack' | 'requeue'): boolean {
-    if (!options.manualAck) return false;
-    const rpc = context.switchToRpc().getContext();
-    if (!(rpc instanceof RmqContext)) return false;
-    const channel = rpc.getChannelRef();
-    const message = rpc.getMessage();
-    if (how === 'ack') {
-      try {
-        channel.ack(message);
-      } catch (error) {
-        // The channel closed (shutdown, broker restart): the broker redelivers the message, and the record skips it.
-        this.logger.warn(`Could not acknowledge message: ${describeError(error)}; it will be redelivered and skipped.`);
-      }
-    } else {
-      const timer = setTimeout(() => {
-        try {
-          channel.nack(message, false, true);
-        } catch (error) {
-          this.logger.warn(`Could not requeue message: ${describeError(error)}`);
-        }
-      }, options.retryAfter * 1000);
-      timer.unref?.();
-    }
-    return true;
+    return settlement.settle(context, options, how, this.logger);
   }
 
   protected isMessagePattern(context: ExecutionContext): boolean {
-    return this.reflector.get<number | undefined>(PATTERN_HANDLER_METADATA, context.getHandler()) === 1;
+    return settlement.isMessagePattern(this.reflector, context);
   }
 
   // ---------------------------------------------------------------------------------------------------- shared
@@ -436,10 +304,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return attempt.run(() => lastValueFrom(next.handle(), { defaultValue: undefined }));
   }
 
-  /**
-   * Rolls back after the handler failed. A rollback that fails too (the connection died: the server has already
-   * discarded the transaction) is logged, so the handler's own error is the one answered.
-   */
+  /** Rolls back after the handler failed; a rollback that fails too is logged, so the handler's error is answered. */
   protected async rollbackQuietly(attempt: IdempotencyAttempt): Promise<void> {
     try {
       await attempt.rollback();
@@ -449,50 +314,32 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /** Another request committed the key first (the unique constraint fired): answer with its record. */
-  protected async afterLostRace<T>(call: IdempotentCall, answer: (record: StoredIdempotencyRecord) => T, gone: () => T): Promise<T> {
+  protected async afterLostRace<T>(
+    call: IdempotentCall,
+    answer: (record: StoredIdempotencyRecord) => T,
+    gone: () => T,
+  ): Promise<T> {
     const record = await this.idempotency.store.read(call.scope, call.key);
     return record ? answer(record) : gone();
   }
 
   /** The scope of a call: the `scope` option, else `fallback` (HTTP: `defaultHttpScope`; messages: the consumer). */
-  protected scopeOf(context: ExecutionContext, options: ResolvedIdempotentOptions, fallback: string): string | Promise<string> {
-    if (!options.scope) return fallback;
-    const scope = options.scope(context);
-    if (scope instanceof Promise) return scope.then((s) => (s === undefined || s === null ? fallback : String(s)));
-    return scope === undefined || scope === null ? fallback : String(scope);
+  protected scopeOf(
+    context: ExecutionContext,
+    options: ResolvedIdempotentOptions,
+    fallback: string,
+  ): string | Promise<string> {
+    return scopeFromOption(context, options, fallback);
   }
 
   /** Keeps a scope or message key within the column's 255 characters (longer ones are hashed). */
   protected boundedText(text: string): string {
-    return text.length <= MAX_IDEMPOTENCY_KEY_LENGTH ? text : `sha256:${createHash('sha256').update(text).digest('hex')}`;
+    return boundedText(text);
   }
 
   /** Module defaults ← class options ← method options, resolved once per handler. */
   protected optionsOf(context: ExecutionContext): ResolvedIdempotentOptions {
-    const handler = context.getHandler();
-    let resolved = this.resolved.get(handler);
-    if (!resolved) {
-      const controller = context.getClass();
-      const merged: IdempotentOptions = {
-        ...(this.reflector.get<IdempotentOptions>(IDEMPOTENT_OPTIONS, controller) ?? {}),
-        ...(this.reflector.get<IdempotentOptions>(IDEMPOTENT_OPTIONS, handler) ?? {}),
-      };
-      const { scope, key, fingerprint, ...defaults } = merged;
-      const base = resolveIdempotencyDefaults(
-        Object.fromEntries(Object.entries(defaults).filter(([, v]) => v !== undefined)),
-        this.idempotency.defaults,
-      );
-      resolved = {
-        ...base,
-        scope,
-        key,
-        fingerprint,
-        headerKey: base.header.toLowerCase(),
-        consumer: `${controller.name}.${handler.name}`,
-      };
-      this.resolved.set(handler, resolved);
-    }
-    return resolved;
+    return this.handlerOptions.resolve(context);
   }
 
   protected warnOnce(about: string, message: string): void {
@@ -500,19 +347,4 @@ export class IdempotencyInterceptor implements NestInterceptor {
     this.warned.add(about);
     this.logger.warn(message);
   }
-}
-
-/** JSON text of what the client receives, or null for no body. */
-function serializeBody(value: unknown): string | null {
-  if (value === undefined) return null;
-  return JSON.stringify(toPlain(value)) ?? null;
-}
-
-function setHeader(response: any, name: string, value: string | string[]): void {
-  if (typeof response.header === 'function') response.header(name, value);
-  else response.setHeader(name, value);
-}
-
-function getHeader(response: any, name: string): unknown {
-  return typeof response.getHeader === 'function' ? response.getHeader(name) : undefined;
 }

@@ -14,7 +14,7 @@ export interface IdempotencyDefaults {
    * HTTP: answer 400 when a request has no key. When false, a request without a key runs the handler unguarded
    * (no transaction is opened for it). Message handlers never reject: a message without an id runs in a transaction
    * without a record (no deduplication), with a warning once per handler, and is settled like any other (see the
-   * README).
+   * message handlers in docs/idempotency.md).
    * @default true
    */
   required?: boolean;

@@ -10,7 +10,8 @@ import type {
   OutboxMessageDetail,
 } from './dead-letter.model';
 import { OutboxPublisher } from '../publisher/outbox-publisher';
-import { runOnConnection } from '../transaction/transaction-runner';
+import { outsideTransactionContext } from '../transaction/transaction-context';
+import { runInTransaction, runOnConnection } from '../transaction/transaction-runner';
 import { redactSecrets } from '../util/redact-secrets';
 import { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxMessage } from '../schema/outbox-message.entity';
@@ -133,12 +134,28 @@ export class OutboxDeadLetters {
    * Makes dead messages pending again — the given message ids, those a filter matches, or all dead messages when
    * called without (or with `{}`) — with their attempts reset, due at once; only dead messages are touched. A
    * requeued message keeps its place in its key's order. Resolves with the number requeued and wakes the publisher.
+   * While someone watches the publisher's `requeued` event (metrics do), the rows are counted per pattern in the
+   * same transaction and the event reports them.
    */
   async requeue(selection?: readonly string[] | DeadLetterFilter): Promise<number> {
     const ids = this.checkSelection('requeue', selection);
     const { dataSource, dialect, table } = this.database;
-    const count = await runOnConnection(dataSource, (m) => dialect.requeueDead(m, table, ids));
-    if (count > 0) this.publisher.wake();
+    if (!this.publisher.isWatched('requeued')) {
+      const count = await runOnConnection(dataSource, (m) => dialect.requeueDead(m, table, ids));
+      if (count > 0) this.publisher.wake();
+      return count;
+    }
+    // Someone counts requeues (metrics, a listener): count them per pattern in the requeue's own transaction.
+    const { count, patterns } = await outsideTransactionContext(() =>
+      runInTransaction(dataSource, async (m) => ({
+        patterns: await dialect.countDeadByPattern(m, table, ids),
+        count: await dialect.requeueDead(m, table, ids),
+      })),
+    );
+    if (count > 0) {
+      this.publisher.reportRequeued({ requeued: count, patterns });
+      this.publisher.wake();
+    }
     return count;
   }
 

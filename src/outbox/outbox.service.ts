@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { getDataSourceName } from '@nestjs/typeorm';
 import type { EntityManager } from 'typeorm';
 import { OutboxDuplicateMessageIdError, OutboxInvalidMessageError, OutboxNoTransactionError } from '../errors';
@@ -12,7 +12,7 @@ import { newMessageId } from './new-message-id';
 import { OutboxDatabase } from '../dialects/outbox-database';
 import { MESSAGE_ID_UNIQUE_INDEX } from '../schema/outbox-message.entity';
 import { serializeJson } from './serialize-json';
-import { currentTraceHeaders } from '../tracing/opentelemetry';
+import { currentTraceHeaders } from '../util/opentelemetry';
 
 /** Options of one `emit()`. */
 export interface EmitOptions {

@@ -23,6 +23,14 @@ interface UnreportedFailures {
 /** Sends a publisher event (to listeners and the diagnostics channel). */
 type EmitEvent = <E extends keyof OutboxPublisherEvents>(event: E, payload: OutboxPublisherEvents[E]) => void;
 
+/** The error type and duration of a failed attempt, for its event (left out when unknown). */
+function timing({ errorType, durationMs }: OutboxFailure): { errorType?: string; publishDurationMs?: number } {
+  return {
+    ...(errorType === undefined ? {} : { errorType }),
+    ...(durationMs === undefined ? {} : { publishDurationMs: durationMs }),
+  };
+}
+
 /**
  * What the publisher tells the operator when things go wrong, kept bounded: dead messages and lost leases one by
  * one, retried publish failures summed up per episode (a broker outage fails every message of the backlog, again at
@@ -53,7 +61,7 @@ export class PublishFailureLog {
           `${failure.error}. List, requeue or purge it with OutboxDeadLetters.`,
       );
       const { messageId, pattern, key, attempts } = row;
-      this.emit('dead', { messageId, pattern, key, attempts, error: failure.error });
+      this.emit('dead', { messageId, pattern, key, attempts, error: failure.error, ...timing(failure) });
     } else {
       // Per message at debug only: a broker outage fails every message of the backlog, again at every retry.
       // batchCompleted() writes the bounded summary.
@@ -72,6 +80,7 @@ export class PublishFailureLog {
         retryDelay: failure.retryDelay,
         error: failure.error,
         transportUnreachable: failure.transportUnreachable === true,
+        ...timing(failure),
       });
     }
   }

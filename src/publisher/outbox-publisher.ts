@@ -8,9 +8,9 @@ import type { ClaimedOutboxRow, OutboxFailure } from '../dialects/outbox-dialect
 import { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxWakeup, resolveWakeup } from '../dialects/resolve-wakeup';
 import { OutboxConfigurationError } from '../errors';
-import type { OutboxPublisherEvents } from '../events/publisher-events';
+import type { OutboxPublisherEvents, OutboxRequeuedEvent } from '../events/publisher-events';
 import { OUTBOX_OPTIONS, OUTBOX_PUBLISHER_JOB } from '../outbox.constants';
-import type { ResolvedOutboxOptions } from '../outbox.options';
+import type { OutboxTransportName, ResolvedOutboxOptions } from '../outbox.options';
 import { outsideTransactionContext } from '../transaction/transaction-context';
 import { runOnConnection } from '../transaction/transaction-runner';
 import { SerialQueue } from '../util/serial-queue';
@@ -25,12 +25,14 @@ import {
   LEASE_SAFETY_MS,
   OutboxPassResult,
   outgoingMessage,
+  publishedEntry,
   publishInKeyOrder,
   writeOutcome,
 } from './publish-pass';
 import { PublisherClient } from './publisher-client';
 import { PublisherEventEmitter } from './publisher-event-emitter';
 import { PublisherLoop } from './publisher-loop';
+import { startProducerSpan } from './producer-span';
 
 /**
  * Relays due outbox rows to the broker. Each pass claims a batch (an exclusive claim under row locks, with a lease
@@ -48,7 +50,8 @@ import { PublisherLoop } from './publisher-loop';
  * a pass (`publish-pass.ts`), failure reporting (`failure-log.ts`), events (`publisher-event-emitter.ts`) and the
  * client lookup (`publisher-client.ts`).
  *
- * Events (`publisher.on(name, listener)`): `published`, `leaseLost`, `dead`, `retry` — see `OutboxPublisherEvents`.
+ * Events (`publisher.on(name, listener)`): `published`, `leaseLost`, `dead`, `retry`, `requeued` — see
+ * `OutboxPublisherEvents`.
  */
 @Injectable()
 export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy {
@@ -94,6 +97,11 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     return ds && ds !== 'default' ? `${OUTBOX_PUBLISHER_JOB}:${ds}` : OUTBOX_PUBLISHER_JOB;
   }
 
+  /** The transport messages are built for (`rmq`, `tcp`, …), once the client has been resolved. */
+  get transportName(): OutboxTransportName | undefined {
+    return this.client.transport?.name;
+  }
+
   /** Subscribes to a publisher event. */
   on<E extends keyof OutboxPublisherEvents>(event: E, listener: (payload: OutboxPublisherEvents[E]) => void): this {
     this.events.on(event, listener);
@@ -104,6 +112,16 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   off<E extends keyof OutboxPublisherEvents>(event: E, listener: (payload: OutboxPublisherEvents[E]) => void): this {
     this.events.off(event, listener);
     return this;
+  }
+
+  /** True when `event` has a listener or a diagnostics-channel subscriber (so building its payload is worth it). */
+  isWatched(event: keyof OutboxPublisherEvents): boolean {
+    return this.emitter.isWatched(event);
+  }
+
+  /** Reports dead messages made pending again (the `requeued` event); called by `OutboxDeadLetters.requeue()`. */
+  reportRequeued(event: OutboxRequeuedEvent): void {
+    this.emitEvent('requeued', event);
   }
 
   /** Sends an event to its listeners and its diagnostics channel (a listener that throws is logged). */
@@ -215,16 +233,22 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     rows: ClaimedOutboxRow[],
     leaseDeadline: number,
   ): Promise<BatchOutcome> {
-    const outcome: BatchOutcome = { sent: [], failures: [], unstarted: [] };
+    const timings = new Map<string, { durationMs: number; confirmedAt: number }>();
+    const outcome: BatchOutcome = { sent: [], failures: [], unstarted: [], timings };
     const timeoutMs = this.options.publisher.publishTimeout;
     const mayStart = () => !this.loop.stopped && Date.now() + timeoutMs + LEASE_SAFETY_MS <= leaseDeadline;
     await publishInKeyOrder(rows, outcome, mayStart, async (row) => {
+      const started = performance.now();
       try {
         await this.publish(client, row);
+        const confirmedAt = performance.now();
+        timings.set(row.seq, { durationMs: confirmedAt - started, confirmedAt });
         outcome.sent.push(row);
         return true;
       } catch (error) {
-        outcome.failures.push({ row, failure: this.toFailure(row, error) });
+        const failure = this.toFailure(row, error);
+        failure.durationMs ??= performance.now() - started;
+        outcome.failures.push({ row, failure });
         return false;
       }
     });
@@ -239,12 +263,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     const failures = outcome.failures.map((f) => f.failure);
     if (fenced > 0) this.reportLostLease(owner, rows, fenced);
     if (outcome.sent.length > 0 && this.emitter.isWatched('published')) {
-      const messages = outcome.sent.map(({ messageId, pattern, key, attempts }) => ({
-        messageId,
-        pattern,
-        key,
-        attempts,
-      }));
+      const messages = outcome.sent.map((row) => publishedEntry(row, outcome.timings?.get(row.seq)));
       this.emitEvent('published', { owner, messages });
     }
     if (outcome.sent.length > 0) this.unreachableStreak = 0;
@@ -254,10 +273,23 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     return { claimed: rows.length, published: marked, failed: failures.length, fenced, released };
   }
 
-  /** Publishes one row and resolves once the transport has confirmed it (or rejects on error / timeout). */
+  /**
+   * Publishes one row and resolves once the transport has confirmed it (or rejects on error / timeout). A row that
+   * carries a trace context is published in a `PRODUCER` span (see `startProducerSpan()`), whose context the
+   * message carries on to the consumer.
+   */
   protected async publish(client: ClientProxy, row: ClaimedOutboxRow): Promise<void> {
-    const record = this.client.transport!.toRecord(outgoingMessage(row));
-    await dispatchWithin(client, row.pattern, record, this.options.publisher.publishTimeout);
+    const transport = this.client.transport!;
+    const message = outgoingMessage(row);
+    const span = startProducerSpan(message, transport.name);
+    try {
+      const record = transport.toRecord(message);
+      await dispatchWithin(client, row.pattern, record, this.options.publisher.publishTimeout);
+    } catch (error) {
+      span?.fail(error);
+      throw error;
+    }
+    span?.end();
   }
 
   /**

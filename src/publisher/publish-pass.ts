@@ -9,6 +9,7 @@ import { dispatchEvent } from '../transports/dispatch';
 import type { OutgoingOutboxMessage } from '../transports/outbox-transport';
 import { isTransportUnreachable } from '../transports/transport-unreachable';
 import { describeFailure } from '../util/describe-error';
+import { errorTypeOf } from '../util/error-type';
 import { retryDelay } from './backoff';
 
 /*
@@ -32,6 +33,11 @@ export interface BatchOutcome {
   sent: ClaimedOutboxRow[];
   failures: Array<{ row: ClaimedOutboxRow; failure: OutboxFailure }>;
   unstarted: ClaimedOutboxRow[];
+  /**
+   * Per sent row (by `seq`): how long its publish took until the broker confirmed it (ms) and when it was confirmed
+   * (`performance.now()`). Filled by `OutboxPublisher.publishBatch()`; read for the `published` event.
+   */
+  timings?: Map<string, { durationMs: number; confirmedAt: number }>;
 }
 
 /** A batch claimed under one owner token. */
@@ -66,6 +72,8 @@ export async function claimDueRows(
   const rows = await runOnConnection(dataSource, (m) =>
     dialect.claim(m, { table, owner, limit: batchSize, leaseMs: leaseDuration }),
   );
+  const claimedAt = performance.now();
+  for (const row of rows) row.claimedAt = claimedAt;
   return rows.length === 0 ? undefined : { owner, rows, leaseDeadline };
 }
 
@@ -157,12 +165,28 @@ export function failureOf(
   { connected, unreachableStreak }: { connected: boolean | undefined; unreachableStreak: number },
 ): OutboxFailure {
   const text = describeFailure(error);
+  const errorType = errorTypeOf(error);
   if (isTransportUnreachable(error, { connected })) {
     const delay = retryDelay(unreachableStreak + 1, retry);
-    return { seq: row.seq, error: text, dead: false, retryDelay: delay, transportUnreachable: true };
+    return { seq: row.seq, error: text, dead: false, retryDelay: delay, transportUnreachable: true, errorType };
   }
   const dead = error instanceof OutboxNonRetryableError || row.attempts >= retry.maxAttempts;
-  return { seq: row.seq, error: text, dead, retryDelay: dead ? 0 : retryDelay(row.attempts, retry) };
+  return { seq: row.seq, error: text, dead, retryDelay: dead ? 0 : retryDelay(row.attempts, retry), errorType };
+}
+
+/**
+ * The `published` event's entry of a sent row: its publish duration, and its commit-to-publish delay — its age at
+ * claim on the database clock plus what this process took from the claim to the confirmation.
+ */
+export function publishedEntry(row: ClaimedOutboxRow, timing: { durationMs: number; confirmedAt: number } | undefined) {
+  const { messageId, pattern, key, attempts } = row;
+  if (!timing) return { messageId, pattern, key, attempts };
+  const delayMs =
+    row.ageMs === undefined || row.claimedAt === undefined
+      ? undefined
+      : row.ageMs + Math.max(0, timing.confirmedAt - row.claimedAt);
+  const publishDurationMs = timing.durationMs;
+  return { messageId, pattern, key, attempts, publishDurationMs, ...(delayMs === undefined ? {} : { delayMs }) };
 }
 
 /** Rows each completion statement changed, and how many it could not because the claim was lost (`fenced`). */

@@ -3,12 +3,14 @@ import { defer, from, mergeMap, Observable } from 'rxjs';
 import { getOutboxMessageId } from '../transports/incoming-message-id';
 import { incomingHeaders } from './incoming-headers';
 import { describeError } from '../util/describe-error';
-import { loadOpenTelemetry, openTelemetry } from './opentelemetry';
+import { loadOpenTelemetry, openTelemetry } from '../util/opentelemetry';
 
 /**
  * Restores, around a message handler, the trace context that was active when the message was emitted
  * (stored in the outbox row's headers and sent with the message), and runs the handler in a `CONSUMER` span
- * that is its child: one trace then spans request → outbox → broker → consumer. Does nothing for HTTP, for
+ * that is its child: one trace then spans request → outbox → broker → consumer. The relay publishes each traced
+ * message in a `PRODUCER` span and sends that span's context, so the consumer span is the producer span's child and
+ * also links to it (the messaging conventions' link to the message's creation context). Does nothing for HTTP, for
  * messages without trace headers, or when `@opentelemetry/api` is not installed.
  *
  * ```ts
@@ -32,12 +34,15 @@ export class OutboxTraceInterceptor implements NestInterceptor {
     const headers = incomingHeaders(rpc.getData(), rpc.getContext());
     if (!headers.traceparent) return next.handle();
     const parent = api.propagation.extract(api.ROOT_CONTEXT, headers);
+    const sent = api.trace.getSpanContext(parent);
     const pattern = this.patternOf(context);
     const messageId = getOutboxMessageId(context);
     const span = api.trace.getTracer('nestjs-outbox').startSpan(
       `${pattern} process`,
       {
         kind: api.SpanKind.CONSUMER,
+        // The message's creation context: the publisher's PRODUCER span (or the emit-time span of an older relay).
+        links: sent ? [{ context: sent }] : [],
         attributes: {
           'messaging.operation.type': 'process',
           'messaging.destination.name': pattern,

@@ -1,5 +1,5 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
-import { loadOpenTelemetry } from './opentelemetry';
+import { loadOpenTelemetry } from '../util/opentelemetry';
 
 /** Loads `@opentelemetry/api` (when installed) before the app serves, so `emit()` can record the trace context. */
 @Injectable()

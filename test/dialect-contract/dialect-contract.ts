@@ -116,6 +116,7 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
           headers: '{"tenant":"acme"}',
           key: 'k',
           attempts: 1,
+          ageMs: expect.any(Number),
         },
         {
           seq: expect.any(String),
@@ -125,6 +126,7 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
           headers: null,
           key: null,
           attempts: 1,
+          ageMs: expect.any(Number),
         },
         {
           seq: expect.any(String),
@@ -134,6 +136,7 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
           headers: null,
           key: 'k',
           attempts: 1,
+          ageMs: expect.any(Number),
         },
       ]);
       const seqs = rows.map((r) => BigInt(r.seq));

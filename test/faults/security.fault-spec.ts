@@ -6,7 +6,7 @@ import { waitFor } from '../helpers/ports';
 import { describeWith } from '../helpers/services';
 import { FaultEffect } from './support/entities';
 import { startHttpApp } from './support/http-app';
-import { isReplay, postOrder, RawResponse, send } from './support/http';
+import { isReplay, RawResponse, send } from './support/http';
 import { recordFaultRun } from './support/report';
 
 const SCENARIO = '8 security';

@@ -12,6 +12,16 @@ export const SERVICES = {
 
 export type ServiceName = keyof typeof SERVICES;
 
+/** How test titles name each service (the CI log's per-service summary counts them by these names). */
+export const SERVICE_LABEL: Record<ServiceName, string> = {
+  postgres: 'PostgreSQL',
+  mariadb: 'MariaDB',
+  redis: 'Redis',
+  rabbitmq: 'RabbitMQ',
+  mqtt: 'MQTT',
+  nats: 'NATS',
+};
+
 /** Resolves true when a TCP connection to the service opens within `timeoutMs`. */
 export function isReachable(name: ServiceName, timeoutMs = 1500): Promise<boolean> {
   const { host, port } = SERVICES[name];
@@ -36,14 +46,16 @@ export function downServices(): Set<string> {
  * `describe` for a suite that needs real services. Under `CI=true` a missing service has already failed the
  * run in the global setup; elsewhere the suite is skipped with a loud warning naming the service.
  */
-export function describeWith(services: ServiceName[], name: string, body: () => void): void {
+export function describeWith(services: ServiceName[], title: string, body: () => void): void {
+  // The title ends with the services the suite needs, so the CI log names them: "… [PostgreSQL, RabbitMQ]".
+  const labels = [...new Set(services)].map((s) => SERVICE_LABEL[s]);
+  const name = labels.length === 0 ? title : `${title} [${labels.join(', ')}]`;
   const missing = services.filter((s) => downServices().has(s));
   if (missing.length === 0) {
     describe(name, body);
     return;
   }
   // Skipped only on a developer machine with the service stopped; CI fails before reaching this line.
-  // eslint-disable-next-line jest/no-disabled-tests
   describe(`${name} [SKIPPED: ${missing.join(', ')} not reachable]`, () => {
     it(`needs ${missing.join(', ')}`, () => {
       console.warn(`SKIPPED "${name}": ${missing.join(', ')} not reachable on this machine`);

@@ -140,7 +140,7 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
     return inTx(async (tx) => {
       const { records } = await this.execute(
         tx,
-        `SELECT ${this.claimedColumns.map((c) => `m.${q(c)}`).join(', ')} FROM ${this.quoteTable(table)} m WHERE ${this.claimableWhere(table)} ORDER BY m.${q('seq')} LIMIT ${Math.floor(limit)} FOR UPDATE SKIP LOCKED`,
+        `SELECT ${this.claimedColumns.map((c) => `m.${q(c)}`).join(', ')}, ${this.claimedAge('m')} FROM ${this.quoteTable(table)} m WHERE ${this.claimableWhere(table)} ORDER BY m.${q('seq')} LIMIT ${Math.floor(limit)} FOR UPDATE SKIP LOCKED`,
       );
       if (records.length === 0) return [];
       const locked = records.map((r) => this.toClaimed(r));

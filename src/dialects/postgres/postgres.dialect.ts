@@ -124,7 +124,7 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
            AND e.${q('seq')} NOT IN (SELECT c2.${q('seq')} FROM c c2)))
        UPDATE ${t} m SET ${q('claimed_by')} = $1, ${q('claimed_until')} = ${this.nowMs} + $3, ${q('attempts')} = m.${q('attempts')} + 1
        FROM ok WHERE m.${q('seq')} = ok.${q('seq')}
-       RETURNING ${this.claimedColumns.map((c) => `m.${q(c)}`).join(', ')}`,
+       RETURNING ${this.claimedColumns.map((c) => `m.${q(c)}`).join(', ')}, ${this.claimedAge('m')}`,
       [owner, limit, leaseMs],
       { relay: true, name: 'claim' },
     );

@@ -25,7 +25,7 @@ export class SqliteOutboxDialect extends SqlOutboxDialect {
       manager,
       `UPDATE ${this.quoteTable(table)} SET ${q('claimed_by')} = ?, ${q('claimed_until')} = ${this.nowMs} + ?, ${q('attempts')} = ${q('attempts')} + 1
        WHERE ${q('seq')} IN (SELECT m.${q('seq')} FROM ${this.quoteTable(table)} m WHERE ${this.claimableWhere(table)} ORDER BY m.${q('seq')} LIMIT ${Math.floor(limit)})
-       RETURNING ${this.claimedColumns.map(q).join(', ')}`,
+       RETURNING ${this.claimedColumns.map(q).join(', ')}, ${this.claimedAge()}`,
       [owner, leaseMs],
     );
     return records.map((r) => this.toClaimed(r)).sort((a, b) => Number(BigInt(a.seq) - BigInt(b.seq)));

@@ -146,7 +146,6 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
 
   protected attempt(runner: QueryRunner, scope: string, key: string, expired: boolean, finish: () => Promise<void>): IdempotencyAttempt {
     const context = attemptContext(this.config.dataSource, runner.manager);
-    const q = (c: string) => this.dialect.quote(c);
     const abort = async () => {
       try {
         if (runner.isTransactionActive) await runner.rollbackTransaction();

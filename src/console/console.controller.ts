@@ -1,0 +1,156 @@
+import {
+  Body,
+  Controller,
+  Get,
+  Header,
+  HttpCode,
+  Inject,
+  Param,
+  Post,
+  Query,
+  Req,
+  Type,
+  UseFilters,
+  UseGuards,
+} from '@nestjs/common';
+import { GUARDS_METADATA, PATH_METADATA } from '@nestjs/common/constants';
+import type { DeadLetterPage, DeadLetterPageQuery } from '../outbox/dead-letter.model';
+import { OutboxDeadLetters } from '../outbox/outbox-dead-letters.service';
+import { OutboxService } from '../outbox/outbox.service';
+import { OUTBOX_CONSOLE_OPTIONS } from './console.constants';
+import type { ResolvedOutboxConsoleOptions } from './console.options';
+import { notFound } from './console-problem';
+import { ConsoleProblemFilter } from './console-problem.filter';
+import { ConsoleMessageView, toMessageView } from './console-message-view';
+import { readMinutes, readSelection } from './console-request';
+import { ConsoleSample, ConsoleSampler } from './console-sampler';
+import { CONSOLE_APP_JS } from './page/console-script';
+import { CONSOLE_CSS } from './page/console-style';
+import { renderConsolePage } from './page/console-page';
+import { CrossSiteGuard } from './cross-site.guard';
+
+/** Scripts and styles only from the console's own routes; nothing inline, no frames, no forms elsewhere. */
+const CONTENT_SECURITY_POLICY =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+  "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/** What `GET <path>/api/summary` answers. */
+export interface ConsoleSummary {
+  pending: number;
+  due: number;
+  inFlight: number;
+  dead: number;
+  /** Age in ms of the oldest pending row: the relay's lag. */
+  oldestPendingAgeMs: number;
+  /** When it was read, epoch milliseconds. */
+  at: number;
+}
+
+/** What `GET <path>/api/series` answers. */
+export interface ConsoleSeries {
+  sampleInterval: number;
+  minutes: number;
+  samples: ConsoleSample[];
+}
+
+/**
+ * A new controller class for one mount of the console: its path and guard are set as Nest metadata on the class
+ * (`PATH_METADATA`, `GUARDS_METADATA`), so each `OutboxConsoleModule.forRoot()` mounts where its options say, on
+ * Express and Fastify alike.
+ */
+export function createConsoleController(options: ResolvedOutboxConsoleOptions): Type<unknown> {
+  @Controller()
+  @UseFilters(ConsoleProblemFilter)
+  class OutboxConsoleController {
+    constructor(
+      @Inject(OUTBOX_CONSOLE_OPTIONS) private readonly options: ResolvedOutboxConsoleOptions,
+      private readonly outbox: OutboxService,
+      private readonly deadLetters: OutboxDeadLetters,
+      private readonly sampler: ConsoleSampler,
+    ) {}
+
+    @Get()
+    @Header('Content-Type', 'text/html; charset=utf-8')
+    @Header('Content-Security-Policy', CONTENT_SECURITY_POLICY)
+    @Header('X-Content-Type-Options', 'nosniff')
+    @Header('X-Frame-Options', 'DENY')
+    @Header('Referrer-Policy', 'no-referrer')
+    @Header('Cache-Control', 'no-store')
+    page(@Req() request: { originalUrl?: string; url?: string }): string {
+      const url = request.originalUrl ?? request.url ?? `/${this.options.path}`;
+      return renderConsolePage(url.split('?')[0].replace(/\/+$/, ''));
+    }
+
+    @Get('app.js')
+    @Header('Content-Type', 'text/javascript; charset=utf-8')
+    @Header('X-Content-Type-Options', 'nosniff')
+    @Header('Cache-Control', 'no-store')
+    script(): string {
+      return CONSOLE_APP_JS;
+    }
+
+    @Get('app.css')
+    @Header('Content-Type', 'text/css; charset=utf-8')
+    @Header('X-Content-Type-Options', 'nosniff')
+    @Header('Cache-Control', 'no-store')
+    style(): string {
+      return CONSOLE_CSS;
+    }
+
+    @Get('api/summary')
+    @Header('Cache-Control', 'no-store')
+    async summary(): Promise<ConsoleSummary> {
+      const stats = await this.outbox.stats();
+      return { ...stats, at: Date.now() };
+    }
+
+    @Get('api/series')
+    @Header('Cache-Control', 'no-store')
+    series(@Query('minutes') minutes: unknown): ConsoleSeries {
+      const span = readMinutes(minutes, this.options.window);
+      return { sampleInterval: this.options.sampleInterval, minutes: span, samples: this.sampler.series(span) };
+    }
+
+    @Get('api/dead-letters')
+    @Header('Cache-Control', 'no-store')
+    deadLetterPage(@Query() query: Record<string, unknown>): Promise<DeadLetterPage> {
+      return this.deadLetters.page({ ...query } as DeadLetterPageQuery);
+    }
+
+    @Get('api/dead-letters/count')
+    @Header('Cache-Control', 'no-store')
+    async deadLetterCount(@Query() query: Record<string, unknown>): Promise<{ count: number }> {
+      return { count: await this.deadLetters.count({ ...query }) };
+    }
+
+    @Get('api/messages/:id')
+    @Header('Cache-Control', 'no-store')
+    async message(@Param('id') id: string): Promise<ConsoleMessageView> {
+      const detail = await this.deadLetters.get(id);
+      if (!detail)
+        throw notFound(`No outbox message has id ${JSON.stringify(id)} (never written, purged or cleaned up).`);
+      return toMessageView(detail);
+    }
+
+    @Post('api/requeue')
+    @HttpCode(200)
+    @UseGuards(CrossSiteGuard)
+    @Header('Cache-Control', 'no-store')
+    async requeue(@Body() body: unknown): Promise<{ count: number }> {
+      const selection = readSelection(body);
+      return { count: await this.deadLetters.requeue('ids' in selection ? selection.ids : selection.filter) };
+    }
+
+    @Post('api/purge')
+    @HttpCode(200)
+    @UseGuards(CrossSiteGuard)
+    @Header('Cache-Control', 'no-store')
+    async purge(@Body() body: unknown): Promise<{ count: number }> {
+      const selection = readSelection(body);
+      return { count: await this.deadLetters.purge('ids' in selection ? selection.ids : selection.filter) };
+    }
+  }
+  Reflect.defineMetadata(PATH_METADATA, options.path, OutboxConsoleController);
+  if (options.guard) Reflect.defineMetadata(GUARDS_METADATA, [options.guard], OutboxConsoleController);
+  return OutboxConsoleController;
+}

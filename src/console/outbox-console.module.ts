@@ -1,0 +1,42 @@
+import { DynamicModule, Logger, Module } from '@nestjs/common';
+import { OUTBOX_CONSOLE_OPTIONS } from './console.constants';
+import type { OutboxConsoleOptions } from './console.options';
+import { resolveConsoleOptions } from './console.options-validation';
+import { createConsoleController } from './console.controller';
+import { ConsoleSampler } from './console-sampler';
+
+/**
+ * The outbox console: a page and its JSON API, mounted under `path` (default `outbox-console`), that shows the
+ * backlog, the relay's lag and throughput over the last minutes, the dead letters with filters, one message's
+ * payload, headers and attempt history (credentials redacted), and requeues or purges dead messages.
+ *
+ * ```ts
+ * @Module({
+ *   imports: [
+ *     OutboxModule.forRoot({ client: 'BROKER', isGlobal: true }),
+ *     OutboxConsoleModule.forRoot({ path: 'ops/outbox', guard: OperatorGuard }),
+ *   ],
+ * })
+ * ```
+ *
+ * Needs `OutboxService` and `OutboxDeadLetters` visible to it: import `OutboxModule` with `isGlobal: true`.
+ * Refused at startup (`OutboxConsoleUnguardedError`) without a `guard`, unless `allowUnguarded: true`. See
+ * docs/console.md.
+ */
+@Module({})
+export class OutboxConsoleModule {
+  static forRoot(options: OutboxConsoleOptions): DynamicModule {
+    const resolved = resolveConsoleOptions(options);
+    if (!resolved.guard) {
+      new Logger('OutboxConsole').warn(
+        `The outbox console at /${resolved.path} is mounted WITHOUT a guard (allowUnguarded: true): anyone who ` +
+          'reaches this path can read messages and requeue or purge them.',
+      );
+    }
+    return {
+      module: OutboxConsoleModule,
+      controllers: [createConsoleController(resolved)],
+      providers: [{ provide: OUTBOX_CONSOLE_OPTIONS, useValue: resolved }, ConsoleSampler],
+    };
+  }
+}

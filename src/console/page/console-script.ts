@@ -1,0 +1,268 @@
+/**
+ * The console page's script (vanilla JS, no build step), served as `<path>/app.js`: polls the summary and the
+ * series, draws the chart as inline SVG, lists dead letters with filters and a cursor, shows one message, and
+ * requeues or purges after a confirmation. Every text from the server is set with `textContent`, never as HTML.
+ */
+export const CONSOLE_APP_JS = String.raw`'use strict';
+(function () {
+  var base = document.body.getAttribute('data-base') || '';
+  var api = base + '/api/';
+  var state = { filter: {}, cursor: null, lastDead: null, selected: null };
+
+  function $(id) { return document.getElementById(id); }
+  function el(tag, attrs, children) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) { node.setAttribute(k, attrs[k]); });
+    (children || []).forEach(function (c) { node.append(c); });
+    return node;
+  }
+  function text(tag, value, attrs) {
+    var n = el(tag, attrs);
+    n.textContent = value == null ? '' : String(value);
+    return n;
+  }
+  function when(ms) { return ms ? new Date(ms).toLocaleString() : '—'; }
+  function age(ms) {
+    if (!ms) return '0 s';
+    if (ms < 1000) return ms + ' ms';
+    var s = Math.round(ms / 1000);
+    if (s < 120) return s + ' s';
+    var m = Math.round(s / 60);
+    return m < 120 ? m + ' min' : Math.round(m / 60) + ' h';
+  }
+  function query(obj) {
+    var parts = [];
+    Object.keys(obj).forEach(function (k) {
+      if (obj[k] === undefined || obj[k] === null || obj[k] === '') return;
+      parts.push(encodeURIComponent(k) + '=' + encodeURIComponent(obj[k]));
+    });
+    return parts.length ? '?' + parts.join('&') : '';
+  }
+  function problemText(body, res) {
+    return (body && (body.detail || body.title)) || ('HTTP ' + res.status);
+  }
+  function call(method, path, body) {
+    var init = { method: method, headers: { Accept: 'application/json' }, credentials: 'same-origin' };
+    if (body !== undefined) {
+      init.headers['Content-Type'] = 'application/json';
+      init.headers['X-Outbox-Console'] = '1';
+      init.body = JSON.stringify(body);
+    }
+    return fetch(api + path, init).then(function (res) {
+      return res.text().then(function (raw) {
+        var data = null;
+        try { data = raw ? JSON.parse(raw) : null; } catch (e) { data = null; }
+        if (!res.ok) throw new Error(problemText(data, res));
+        return data;
+      });
+    });
+  }
+  function showError(error) {
+    var box = $('error');
+    box.textContent = error ? String(error.message || error) : '';
+    box.hidden = !error;
+  }
+
+  // ── summary and chart ──────────────────────────────────────────────────────────────────────────────────────
+  function refreshSummary() {
+    return call('GET', 'summary').then(function (s) {
+      $('pending').textContent = s.pending;
+      $('due').textContent = s.due;
+      $('inFlight').textContent = s.inFlight;
+      $('dead').textContent = s.dead;
+      $('lag').textContent = age(s.oldestPendingAgeMs);
+      $('dead-card').classList.toggle('alert', s.dead > 0);
+      $('updated').textContent = 'updated ' + new Date(s.at).toLocaleTimeString();
+      if (state.lastDead !== null && state.lastDead !== s.dead) loadDead(true);
+      state.lastDead = s.dead;
+      showError(null);
+    });
+  }
+
+  var SVG = 'http://www.w3.org/2000/svg';
+  function svg(tag, attrs) {
+    var node = document.createElementNS(SVG, tag);
+    Object.keys(attrs).forEach(function (k) { node.setAttribute(k, attrs[k]); });
+    return node;
+  }
+  function refreshChart() {
+    return call('GET', 'series').then(function (series) {
+      var chart = $('chart');
+      while (chart.firstChild) chart.removeChild(chart.firstChild);
+      var W = 640, H = 170, L = 44, R = 52, T = 10, B = 22;
+      var samples = series.samples;
+      var step = series.sampleInterval;
+      var end = samples.length ? samples[samples.length - 1].at : Date.now();
+      // Zoom in on the samples there are (a process that just started), up to the whole window.
+      var start = Math.max(end - series.minutes * 60000, (samples.length ? samples[0].at : end) - step);
+      var span = Math.max(end - start, 20 * step);
+      start = end - span;
+      var maxT = 1, maxLag = 1000;
+      samples.forEach(function (s) { maxT = Math.max(maxT, s.throughput); maxLag = Math.max(maxLag, s.lagMs); });
+      function x(at) { return L + ((at - start) / span) * (W - L - R); }
+      function yT(v) { return T + (1 - v / maxT) * (H - T - B); }
+      function yL(v) { return T + (1 - v / maxLag) * (H - T - B); }
+      chart.append(svg('rect', { x: L, y: T, width: W - L - R, height: H - T - B, class: 'plot' }));
+      [0, 0.5, 1].forEach(function (f) {
+        var y = T + (1 - f) * (H - T - B);
+        chart.append(svg('line', { x1: L, x2: W - R, y1: y, y2: y, class: 'grid' }));
+        var left = svg('text', { x: L - 6, y: y + 4, 'text-anchor': 'end', class: 'axis thr' });
+        left.textContent = (Math.round(maxT * f * 10) / 10) + '/s';
+        var right = svg('text', { x: W - R + 6, y: y + 4, class: 'axis lag' });
+        right.textContent = age(Math.round(maxLag * f));
+        chart.append(left, right);
+      });
+      var bw = Math.max(1, ((W - L - R) * step) / span * 0.8);
+      samples.forEach(function (s) {
+        var y = yT(s.throughput);
+        chart.append(svg('rect', { x: x(s.at) - bw, y: y, width: bw, height: H - B - y, class: 'bar' }));
+      });
+      if (samples.length > 1) {
+        var points = samples.map(function (s) { return x(s.at).toFixed(1) + ',' + yL(s.lagMs).toFixed(1); }).join(' ');
+        chart.append(svg('polyline', { points: points, class: 'lagline' }));
+      }
+      var label = svg('text', { x: L, y: H - 4, class: 'axis' });
+      label.textContent = 'last ' + age(span) + ' (keeps ' + series.minutes + ' min' +
+        ') · one sample every ' + step / 1000 + ' s';
+      chart.append(label);
+    });
+  }
+
+  // ── dead letters ───────────────────────────────────────────────────────────────────────────────────────────
+  function readFilter() {
+    var f = {};
+    ['pattern', 'key', 'errorContains'].forEach(function (name) {
+      var v = $('f-' + name).value.trim();
+      if (v) f[name] = v;
+    });
+    ['deadSince', 'deadBefore'].forEach(function (name) {
+      var v = $('f-' + name).value;
+      if (v) f[name] = new Date(v).toISOString();
+    });
+    return f;
+  }
+  function loadDead(reset) {
+    var params = Object.assign({}, state.filter, { limit: 50 });
+    if (!reset && state.cursor) params.cursor = state.cursor;
+    return call('GET', 'dead-letters' + query(params)).then(function (page) {
+      var body = $('dead-rows');
+      if (reset) while (body.firstChild) body.removeChild(body.firstChild);
+      page.items.forEach(function (m) {
+        var row = el('tr', { 'data-id': m.messageId, tabindex: '0' }, [
+          text('td', when(m.deadAt)), text('td', m.pattern), text('td', m.key == null ? '—' : m.key),
+          text('td', m.attempts, { class: 'num' }), text('td', m.lastError, { class: 'err' }),
+        ]);
+        row.addEventListener('click', function () { openMessage(m.messageId); });
+        row.addEventListener('keydown', function (e) { if (e.key === 'Enter') openMessage(m.messageId); });
+        body.append(row);
+      });
+      state.cursor = page.nextCursor;
+      $('more').hidden = !page.nextCursor;
+      $('empty').hidden = body.children.length > 0;
+    }).catch(showError);
+  }
+
+  // ── one message ────────────────────────────────────────────────────────────────────────────────────────────
+  function openMessage(id) {
+    return call('GET', 'messages/' + encodeURIComponent(id)).then(function (m) {
+      state.selected = m;
+      var panel = $('detail');
+      panel.hidden = false;
+      $('d-title').textContent = m.pattern + ' · ' + m.messageId;
+      var facts = $('d-facts');
+      while (facts.firstChild) facts.removeChild(facts.firstChild);
+      [['Status', m.status], ['Key', m.key == null ? '—' : m.key], ['Attempts', m.attempts],
+        ['Written', when(m.createdAt)], ['Dead since', when(m.deadAt)], ['Last error', m.lastError || '—']]
+        .forEach(function (pair) { facts.append(text('dt', pair[0]), text('dd', pair[1])); });
+      var payload = m.payload;
+      try { payload = JSON.stringify(JSON.parse(m.payload), null, 2); } catch (e) { /* keep the text */ }
+      $('d-payload').textContent = payload;
+      $('d-headers').textContent = m.headers ? JSON.stringify(m.headers, null, 2) : '(none)';
+      var rows = $('d-history');
+      while (rows.firstChild) rows.removeChild(rows.firstChild);
+      m.history.forEach(function (a) {
+        rows.append(el('tr', {}, [text('td', a.attempt, { class: 'num' }), text('td', when(a.failedAt)),
+          text('td', a.counted ? 'yes' : 'no (broker unreachable)'), text('td', a.publisher),
+          text('td', a.error, { class: 'err' })]));
+      });
+      $('d-nohistory').hidden = m.history.length > 0;
+      var isDead = m.status === 'dead';
+      $('d-requeue').disabled = !isDead;
+      $('d-purge').disabled = !isDead;
+      panel.scrollIntoView({ block: 'nearest' });
+    }).catch(showError);
+  }
+
+  // ── confirmation and actions ───────────────────────────────────────────────────────────────────────────────
+  function confirmAction(message) {
+    return new Promise(function (resolve) {
+      var dialog = $('confirm');
+      $('confirm-text').textContent = message;
+      function done(answer) {
+        $('confirm-ok').removeEventListener('click', ok);
+        $('confirm-cancel').removeEventListener('click', cancel);
+        dialog.removeEventListener('cancel', cancel);
+        dialog.close();
+        resolve(answer);
+      }
+      function ok() { done(true); }
+      function cancel(e) { if (e) e.preventDefault(); done(false); }
+      $('confirm-ok').addEventListener('click', ok);
+      $('confirm-cancel').addEventListener('click', cancel);
+      dialog.addEventListener('cancel', cancel);
+      dialog.showModal();
+    });
+  }
+  function act(action, selection, message) {
+    return confirmAction(message).then(function (yes) {
+      if (!yes) return;
+      return call('POST', action, selection).then(function (result) {
+        $('notice').textContent = (action === 'requeue' ? 'Requeued ' : 'Purged ') + result.count + ' message(s).';
+        $('detail').hidden = true;
+        state.selected = null;
+        return Promise.all([loadDead(true), refreshSummary()]);
+      });
+    }).catch(showError);
+  }
+  function actOnFilter(action) {
+    var filter = Object.assign({}, state.filter);
+    return call('GET', 'dead-letters/count' + query(filter)).then(function (r) {
+      if (r.count === 0) { $('notice').textContent = 'No dead message matches the filter.'; return; }
+      var what = Object.keys(filter).length ? 'matching the filter' : '(no filter: every dead message)';
+      return act(action, { filter: filter },
+        (action === 'requeue' ? 'Requeue ' : 'Purge ') + r.count + ' dead message(s) ' + what + '?' +
+        (action === 'purge' ? ' They are deleted for good.' : ''));
+    }).catch(showError);
+  }
+
+  $('filters').addEventListener('submit', function (e) {
+    e.preventDefault();
+    try { state.filter = readFilter(); } catch (err) { showError(err); return; }
+    loadDead(true);
+  });
+  $('filters').addEventListener('reset', function () {
+    state.filter = {};
+    setTimeout(function () { loadDead(true); });
+  });
+  $('more').addEventListener('click', function () { loadDead(false); });
+  $('requeue-all').addEventListener('click', function () { actOnFilter('requeue'); });
+  $('purge-all').addEventListener('click', function () { actOnFilter('purge'); });
+  $('d-requeue').addEventListener('click', function () {
+    var m = state.selected;
+    if (m) act('requeue', { ids: [m.messageId] }, 'Requeue message ' + m.messageId + ' (' + m.pattern + ')?');
+  });
+  $('d-purge').addEventListener('click', function () {
+    var m = state.selected;
+    if (!m) return;
+    var what = 'Purge message ' + m.messageId + ' (' + m.pattern + ')?';
+    act('purge', { ids: [m.messageId] }, what + ' It is deleted for good.');
+  });
+  $('d-close').addEventListener('click', function () { $('detail').hidden = true; state.selected = null; });
+
+  function tick() {
+    Promise.all([refreshSummary(), refreshChart()]).catch(showError).then(function () { setTimeout(tick, 2000); });
+  }
+  loadDead(true);
+  tick();
+})();
+`;

@@ -1,0 +1,57 @@
+import { Observable, of } from 'rxjs';
+import type { IdempotencyAttempt } from './idempotency-store';
+import type { IdempotentCall, StoredResponse } from './idempotent-call.types';
+import { reportIdempotencyOutcome } from '../events/idempotency-channel';
+
+/**
+ * The first run of an HTTP request with a new key: the handler runs in the attempt's transaction, what the client
+ * receives is captured and committed with the record; a stream is committed without one; when another request
+ * committed the key first, its record answers.
+ */
+
+/** The interceptor's steps for one request's first run (each bound to its overridable step). */
+export interface FirstRequestSteps {
+  /** Runs the handler in the attempt's transaction (`runHandler`). */
+  run(): Promise<unknown>;
+  /** The response to store, undefined when it cannot be stored (`toStoredResponse`). */
+  capture(value: unknown): StoredResponse | undefined;
+  /** Rolls back after a failure of the handler or the capture (`rollbackQuietly`). */
+  rollback(): Promise<void>;
+  /** The error to throw for a failure of the handler, the capture or the commit (`databaseError`). */
+  failure(error: unknown): unknown;
+  /** Told that the response cannot be stored, before its effect is committed without a record. */
+  notStored(): void;
+  /** Answers when another request committed the key first (`afterLostRace`). */
+  lostRace(): Promise<Observable<unknown>>;
+}
+
+/** Runs the handler, commits its effect with the record of its response, and answers with the handler's value. */
+export async function runFirstRequest(
+  attempt: IdempotencyAttempt,
+  call: IdempotentCall,
+  steps: FirstRequestSteps,
+): Promise<Observable<unknown>> {
+  let value: unknown;
+  let stored: StoredResponse | undefined;
+  try {
+    value = await steps.run();
+    stored = steps.capture(value);
+  } catch (error) {
+    await steps.rollback();
+    throw steps.failure(error);
+  }
+  try {
+    if (!stored) {
+      steps.notStored();
+      await attempt.commitWithoutRecord();
+      return of(value);
+    }
+    if (await attempt.commit({ fingerprint: call.fingerprint, ttl: call.options.ttl, ...stored })) {
+      reportIdempotencyOutcome('executed', call.options.consumer, 'http');
+      return of(value);
+    }
+    return await steps.lostRace();
+  } catch (error) {
+    throw steps.failure(error);
+  }
+}

@@ -1,0 +1,156 @@
+import type { CallHandler, ExecutionContext, Logger } from '@nestjs/common';
+import type { Reflector } from '@nestjs/core';
+import { RmqContext, RpcException } from '@nestjs/microservices';
+import { PATTERN_HANDLER_METADATA } from '@nestjs/microservices/constants';
+import { lastValueFrom, Observable, of } from 'rxjs';
+import { describeError } from '../util/describe-error';
+import type { IdempotencyAttempt, StoredIdempotencyRecord } from './idempotency-store';
+import type { IdempotencyService } from './idempotency.service';
+import type { IdempotentCall, ResolvedIdempotentOptions } from './idempotent-call.types';
+import { serializeBody } from './stored-response';
+import { reportIdempotencyOutcome } from '../events/idempotency-channel';
+
+/**
+ * How a message handled under `@Idempotent()` is settled with its broker: with `manualAck` (RabbitMQ, `noAck:
+ * false`) acknowledged after the commit (or after a duplicate is skipped) and requeued after `retryAfter` seconds
+ * when the handler fails or the same message is in flight; a `@MessagePattern` caller is refused instead. Also how
+ * a duplicate, a message in flight and a message without an id are handled and logged. Imported as `settlement`.
+ */
+
+/**
+ * Acknowledges the message, or requeues it after `retryAfter` seconds, when `manualAck` is set and the message came
+ * from RabbitMQ. Returns whether it did anything. A channel that closed meanwhile is logged: the broker redelivers.
+ */
+export function settle(
+  context: ExecutionContext,
+  options: ResolvedIdempotentOptions,
+  how: 'ack' | 'requeue',
+  logger: Pick<Logger, 'warn'>,
+): boolean {
+  if (!options.manualAck) return false;
+  const rpc = context.switchToRpc().getContext();
+  if (!(rpc instanceof RmqContext)) return false;
+  const channel = rpc.getChannelRef();
+  const message = rpc.getMessage();
+  if (how === 'ack') {
+    try {
+      channel.ack(message);
+    } catch (error) {
+      // The channel closed (shutdown, broker restart): the broker redelivers the message, and the record skips it.
+      logger.warn(`Could not acknowledge message: ${describeError(error)}; it will be redelivered and skipped.`);
+    }
+  } else {
+    const timer = setTimeout(() => {
+      try {
+        channel.nack(message, false, true);
+      } catch (error) {
+        logger.warn(`Could not requeue message: ${describeError(error)}`);
+      }
+    }, options.retryAfter * 1000);
+    timer.unref?.();
+  }
+  return true;
+}
+
+/** Whether the handler is a `@MessagePattern` (request-response: its caller waits for an answer). */
+export function isMessagePattern(reflector: Reflector, context: ExecutionContext): boolean {
+  return reflector.get<number | undefined>(PATTERN_HANDLER_METADATA, context.getHandler()) === 1;
+}
+
+/** What a `@MessagePattern` caller receives when the same message is being handled right now (it may retry). */
+export function inFlightError(key: string): RpcException {
+  return new RpcException({
+    status: 'error',
+    code: 'idempotency-key-in-use',
+    message: `Message ${key} is being handled right now; retry later.`,
+  });
+}
+
+/** The interceptor's steps for one message's first delivery (each bound to its overridable step). */
+export interface FirstDeliverySteps {
+  /** Runs the handler in the attempt's transaction (`runHandler`). */
+  run(): Promise<unknown>;
+  /** Rolls back after the handler failed (`rollbackQuietly`). */
+  rollback(): Promise<void>;
+  /** Acknowledges or requeues the message (`settle`). */
+  settle(how: 'ack' | 'requeue'): unknown;
+  /** Answers when a redelivery committed the message first (`afterLostRace`). */
+  lostRace(): Promise<Observable<unknown>>;
+}
+
+/**
+ * The first delivery of a message: runs the handler in the attempt's transaction, commits its effect with the
+ * record (the handler's value as its body, for a `@MessagePattern` redelivery), then acknowledges the message.
+ * A handler that fails rolls back and requeues it.
+ */
+export async function runFirstDelivery(
+  attempt: IdempotencyAttempt,
+  call: IdempotentCall,
+  steps: FirstDeliverySteps,
+): Promise<Observable<unknown>> {
+  let value: unknown;
+  let body: string | null;
+  try {
+    value = await steps.run();
+    body = serializeBody(value);
+  } catch (error) {
+    await steps.rollback();
+    steps.settle('requeue');
+    throw error;
+  }
+  const { fingerprint, options } = call;
+  if (await attempt.commit({ fingerprint, ttl: options.ttl, status: null, body, headers: null })) {
+    reportIdempotencyOutcome('executed', options.consumer, 'rpc');
+    steps.settle('ack');
+    return of(value);
+  }
+  return steps.lostRace();
+}
+
+/**
+ * Runs the handler of a message without an id in a transaction of its own, without a record, and settles the
+ * message: `settle('ack')` after the commit, `settle('requeue')` when the handler or the commit fails.
+ */
+export async function runWithoutRecord(
+  idempotency: Pick<IdempotencyService, 'transaction'>,
+  next: CallHandler,
+  settle: (how: 'ack' | 'requeue') => unknown,
+): Promise<Observable<unknown>> {
+  let value: unknown;
+  try {
+    // next.handle() is called inside the transaction's async context, so the handler's writes join it.
+    value = await idempotency.transaction(() => lastValueFrom(next.handle(), { defaultValue: undefined }));
+  } catch (error) {
+    settle('requeue');
+    throw error;
+  }
+  settle('ack');
+  return of(value);
+}
+
+/** Logs a skipped redelivery: a warning when its data differs from the handled message's, else a debug line. */
+export function logDuplicate(
+  logger: Pick<Logger, 'warn' | 'debug'>,
+  record: StoredIdempotencyRecord,
+  call: IdempotentCall,
+): void {
+  const { scope, key } = call;
+  if (record.fingerprint !== call.fingerprint) {
+    logger.warn(
+      `${scope}: message ${key} was already handled with different data; the new data is ignored ` +
+        '(the message id decides).',
+    );
+  } else {
+    logger.debug(`${scope}: skipped message ${key}, already handled.`);
+  }
+}
+
+/** Logs a message that arrived while the same message was in flight: requeued (debug line) or skipped (warning). */
+export function logInFlight(logger: Pick<Logger, 'warn' | 'debug'>, call: IdempotentCall, requeued: boolean): void {
+  const { scope, key, options } = call;
+  if (requeued) {
+    logger.debug(`${scope}: message ${key} is being handled right now; requeued in ${options.retryAfter} s.`);
+  } else {
+    logger.warn(`${scope}: message ${key} arrived again while its first delivery was still being handled; skipped.`);
+  }
+}

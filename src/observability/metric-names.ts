@@ -1,0 +1,41 @@
+/**
+ * Names of the instruments of the meter `nestjs-outbox` (see docs/observability.md for units, attributes and
+ * meaning). Messaging semantic-convention names where one applies; `outbox.*` for the rest.
+ */
+export const OUTBOX_METRICS = Object.freeze({
+  /** Counter, `{message}`: publish attempts (success and failure; `error.type` on failure). */
+  sentMessages: 'messaging.client.sent.messages',
+  /** Histogram, `s`: from the start of a publish to the broker's confirmation or the failure. */
+  operationDuration: 'messaging.client.operation.duration',
+  /** Histogram, `s`: from the commit that wrote the row to the broker's confirmation. */
+  publishDelay: 'outbox.publish.delay',
+  /** Counter, `{message}`: failed attempts rescheduled with backoff. */
+  retried: 'outbox.messages.retried',
+  /** Counter, `{message}`: messages moved to the dead letters. */
+  deadLettered: 'outbox.messages.dead_lettered',
+  /** Counter, `{message}`: dead messages made pending again by `OutboxDeadLetters.requeue()`. */
+  requeued: 'outbox.messages.requeued',
+  /** Counter, `{message}`: published messages whose claim another publisher had taken over before they were marked. */
+  leaseLost: 'outbox.messages.lease_lost',
+  /** Observable gauge, `{message}`: rows waiting to be published (due or not, claimed or not). */
+  pending: 'outbox.backlog.pending',
+  /** Observable gauge, `{message}`: pending rows due now and not claimed. */
+  due: 'outbox.backlog.due',
+  /** Observable gauge, `{message}`: pending rows claimed by a publisher whose lease runs. */
+  inFlight: 'outbox.backlog.in_flight',
+  /** Observable gauge, `{message}`: dead rows waiting to be requeued or purged. */
+  dead: 'outbox.backlog.dead',
+  /** Observable gauge, `s`: age of the oldest pending row on the database clock (0 when none). */
+  oldestPendingAge: 'outbox.backlog.oldest_pending.age',
+  /** Counter, `{request}`: idempotency-key outcomes per route or consumer (`outbox.idempotency.outcome`). */
+  idempotency: 'outbox.idempotency.requests',
+});
+
+/** The meter's name. */
+export const OUTBOX_METER = 'nestjs-outbox';
+
+/** Bucket boundaries (s) of the publish duration: the messaging conventions' advice. */
+export const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
+
+/** Bucket boundaries (s) of the commit-to-publish delay: the duration's, then up to an hour. */
+export const DELAY_BUCKETS = [...DURATION_BUCKETS, 30, 60, 300, 900, 3600];
