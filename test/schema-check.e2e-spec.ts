@@ -126,6 +126,7 @@ for (const kind of kinds) {
         },
       ]);
       expect(error.message).toContain('run the shipped migration AddOutboxAttempts1765152000000 (exported');
+      expect(error.message).not.toContain('was not made by these migrations');
       expect(error.message).not.toContain('CreateOutboxTables1764374400000');
     });
 

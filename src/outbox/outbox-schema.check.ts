@@ -82,7 +82,11 @@ function schemaError(dataSource: string, problems: OutboxSchemaProblem[], needed
       : `- table "${p.table}" lacks the column${p.missingColumns.length > 1 ? 's' : ''} ${p.missingColumns.join(', ')}`,
   );
   const migrations = [...new Set(problems.flatMap((p) => migrationsFor(p, needed.find((t) => t.table === p.table))))];
-  const incomplete = problems.some((p) => !p.tableMissing);
+  // A column that a later migration adds is not a sign of a hand-made table.
+  const incomplete = problems.some((p) => {
+    const later = needed.find((t) => t.table === p.table)?.addedLater;
+    return !p.tableMissing && !p.missingColumns.every((c) => later?.columns.includes(c));
+  });
   return new OutboxSchemaError(
     `nestjs-outbox cannot start: the DataSource '${dataSource}' lacks what it needs.\n${lines.join('\n')}\n` +
       `Fix: run the shipped migration${migrations.length > 1 ? 's' : ''} ${listOf(migrations)} (exported by ` +
