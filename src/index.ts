@@ -26,6 +26,8 @@ export { OutboxMessage } from './schema/outbox-message.entity';
 export type { OutboxMessageStatus } from './schema/outbox-message.entity';
 export { OutboxKeyLock } from './schema/outbox-key-lock.entity';
 export { IdempotencyRecord } from './schema/idempotency-record.entity';
+/** Every shipped migration, oldest first: `migrations: [...OUTBOX_MIGRATIONS, …]`; each one is exported too. */
+export { OUTBOX_MIGRATIONS } from './schema/migrations';
 export { CreateOutboxTables1764374400000 } from './schema/migrations/1764374400000-outbox-tables';
 export { CreateIdempotencyKeys1764460800000 } from './schema/migrations/1764460800000-idempotency-keys';
 export { OutboxAttempt, OUTBOX_ATTEMPTS_TABLE } from './schema/outbox-attempt.entity';

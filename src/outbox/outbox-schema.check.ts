@@ -90,8 +90,8 @@ function schemaError(dataSource: string, problems: OutboxSchemaProblem[], needed
   return new OutboxSchemaError(
     `nestjs-outbox cannot start: the DataSource '${dataSource}' lacks what it needs.\n${lines.join('\n')}\n` +
       `Fix: run the shipped migration${migrations.length > 1 ? 's' : ''} ${listOf(migrations)} (exported by ` +
-      "'nestjs-outbox': add them to the DataSource's `migrations` with `migrationsRun: true`, or run them with the " +
-      'TypeORM CLI), or set `synchronize: true` in development.' +
+      "'nestjs-outbox'; `migrations: [...OUTBOX_MIGRATIONS]` lists every one, with `migrationsRun: true`, or run " +
+      'them with the TypeORM CLI), or set `synchronize: true` in development.' +
       (incomplete ? ' A table that exists but lacks columns was not made by these migrations: add the columns.' : '') +
       ' If your migrations run after the app starts, set `schemaCheck: false` in OutboxModule.forRoot() to skip ' +
       'this check.',

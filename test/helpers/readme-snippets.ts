@@ -114,6 +114,9 @@ declare interface OrderPlaced {
   orderId: number;
   amount: number;
 }
+declare class OperatorGuard {
+  canActivate(context: unknown): boolean;
+}
 `;
 
 /**

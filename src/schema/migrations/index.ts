@@ -1,0 +1,14 @@
+import { CreateOutboxTables1764374400000 } from './1764374400000-outbox-tables';
+import { CreateIdempotencyKeys1764460800000 } from './1764460800000-idempotency-keys';
+import { AddOutboxAttempts1765152000000 } from './1765152000000-outbox-attempts';
+
+/**
+ * Every migration the library ships, oldest first: `migrations: [...OUTBOX_MIGRATIONS, ...yours]`. A new release
+ * that adds a migration adds it here, so an app that lists this array runs it without changing its configuration
+ * (the startup schema check names any migration still missing).
+ */
+export const OUTBOX_MIGRATIONS = [
+  CreateOutboxTables1764374400000,
+  CreateIdempotencyKeys1764460800000,
+  AddOutboxAttempts1765152000000,
+] as const;
