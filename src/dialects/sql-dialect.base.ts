@@ -1,161 +1,25 @@
-import type { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import type {
-  ClaimedOutboxRow,
-  ClaimRequest,
-  CompanionTable,
   AttemptHistoryOptions,
-  AttemptRow,
-  DeadRow,
-  DeadRowFilter,
-  DeadRowsQuery,
-  DeadSelection,
-  NewOutboxRow,
+  ClaimedOutboxRow,
   OutboxDialect,
   OutboxFailure,
   OutboxStats,
-  UniqueIndexDescription,
 } from './outbox-dialect';
 import { redactSecrets } from '../util/redact-secrets';
 import { outboxAttemptsTable } from '../schema/outbox-attempt.entity';
+import { SqlDeadLetterDialect } from './sql-dialect.dead-letters';
+import { checkedSeq, INSERT_CHUNK } from './sql-dialect.core';
 
-/** A unique index, described well enough for every database's error to be matched against it. */
-export type UniqueIndexRef = UniqueIndexDescription;
-
-/** How a statement runs. */
-export interface ExecuteOptions {
-  /**
-   * A statement of the publisher's relay (claim, completion writes) run outside any caller's transaction: a dialect
-   * may send it over its own connections (PostgreSQL: a small pool with `synchronous_commit = off`).
-   */
-  relay?: boolean;
-  /** A stable name for a statement whose text never changes, so the database may keep it prepared. */
-  name?: string;
-}
-
-/** Result of a statement: the rows it returned and the number of rows it changed. */
-export interface StatementResult {
-  records: any[];
-  affected: number;
-}
-
-const SEQ = /^\d+$/;
-
-/** Checks that a sequence number is a plain integer before it is inlined into SQL. */
-export function checkedSeq(seq: string): string {
-  if (!SEQ.test(seq)) throw new Error(`Invalid outbox sequence number: ${JSON.stringify(seq)}`);
-  return seq;
-}
-
-/** Checks that a time is an integer number of milliseconds before it is inlined into SQL. */
-export function checkedMs(ms: number): string {
-  if (!Number.isSafeInteger(ms)) throw new Error(`Invalid epoch milliseconds: ${String(ms)}`);
-  return String(ms);
-}
-
-/** The filter a selection stands for: ids, a filter, or every dead row. */
-function toDeadFilter(selection: DeadSelection): DeadRowFilter {
-  if (selection === undefined) return {};
-  if (Array.isArray(selection)) return { messageIds: selection };
-  return selection as DeadRowFilter;
-}
-
-const INSERT_CHUNK = 500;
+export { checkedMs, checkedSeq, SqlDialectCore } from './sql-dialect.core';
+export type { ExecuteOptions, StatementResult, UniqueIndexRef } from './sql-dialect.core';
 
 /**
  * SQL that is the same on every supported database, written once against `quote()`, `param()` and `nowMs`.
- * The dialects add what differs: the claim, the clock and the error codes.
+ * The dialects add what differs: the claim, the clock and the error codes. This layer holds the relay's
+ * completion writes (sent, failed with its attempt history, released, deleted), the stats and the cleanup.
  */
-export abstract class SqlOutboxDialect implements OutboxDialect {
-  abstract readonly name: OutboxDialect['name'];
-  abstract readonly nowMs: string;
-  abstract quote(identifier: string): string;
-  abstract param(index: number): string;
-  abstract claim(manager: EntityManager, request: ClaimRequest): Promise<ClaimedOutboxRow[]>;
-  protected abstract uniqueViolationDetails(error: any): { code: boolean; text: string } | undefined;
-
-  /** Quotes a table path such as `schema.table`. */
-  quoteTable(path: string): string {
-    return path
-      .split('.')
-      .map((part) => this.quote(part))
-      .join('.');
-  }
-
-  /** Runs one statement and reports the rows it returned and changed, the same way on every driver. */
-  // eslint-disable-next-line @typescript-eslint/no-unused-vars
-  async execute(manager: EntityManager, sql: string, params: unknown[] = [], _options: ExecuteOptions = {}): Promise<StatementResult> {
-    const own = manager.queryRunner ? undefined : manager.connection.createQueryRunner();
-    const runner = manager.queryRunner ?? own!;
-    try {
-      const result = await runner.query(sql, params, true);
-      const records = Array.isArray(result.records) ? result.records : [];
-      return { records, affected: Number(result.affected ?? records.length ?? 0) };
-    } finally {
-      if (own) await own.release();
-    }
-  }
-
-  async insert(manager: EntityManager, table: string, rows: readonly NewOutboxRow[]): Promise<void> {
-    const keys = [...new Set(rows.map((r) => r.key).filter((k): k is string => k !== null))].sort();
-    if (keys.length > 0) await this.lockKeys(manager, table, keys);
-    for (let start = 0; start < rows.length; start += INSERT_CHUNK) {
-      const chunk = rows.slice(start, start + INSERT_CHUNK);
-      const params: unknown[] = [];
-      const p = (value: unknown) => {
-        params.push(value);
-        return this.param(params.length);
-      };
-      const values = chunk.map((row) => {
-        // Placeholders are positional on MySQL and SQLite: push parameters in the order they appear.
-        const head = `${p(row.messageId)}, ${p(row.pattern)}, ${p(row.payload)}, ${p(row.headers)}, ${p(row.key)}`;
-        const due =
-          row.availableAt !== undefined
-            ? p(row.availableAt)
-            : row.delay
-              ? `${this.nowMs} + ${p(Math.floor(row.delay))}`
-              : this.nowMs;
-        return `(${head}, 'pending', 0, ${due}, ${this.nowMs})`;
-      });
-      const q = (c: string) => this.quote(c);
-      await this.execute(
-        manager,
-        `INSERT INTO ${this.quoteTable(table)} (${q('message_id')}, ${q('pattern')}, ${q('payload')}, ${q('headers')}, ${q('ordering_key')}, ${q('status')}, ${q('attempts')}, ${q('available_at')}, ${q('created_at')}) VALUES ${values.join(', ')}`,
-        params,
-      );
-    }
-  }
-
-  async prepare(_manager: EntityManager, _table: string): Promise<void> {}
-
-  abstract tableColumns(manager: EntityManager, table: string): Promise<string[]>;
-
-  /** No table beside the outbox table by default. */
-  companionTables(_table: string): CompanionTable[] {
-    return [];
-  }
-
-  /** Splits a table path into its unqualified name and its schema (or database), when it has one. */
-  protected splitTablePath(table: string): { schema: string | null; name: string } {
-    const parts = table.split('.');
-    const name = parts.pop()!;
-    return { schema: parts.length > 0 ? parts.join('.') : null, name };
-  }
-
-  /** Closes what the dialect opened for `dataSource` (PostgreSQL: the relay's own pool). */
-  async dispose(_dataSource: DataSource): Promise<void> {}
-
-  /**
-   * Serializes writers of the same ordering keys until the caller's transaction ends, so a key's rows get their
-   * sequence numbers in commit order. Keys arrive sorted (a fixed lock order within one call). Default: nothing
-   * (SQLite has one writer at a time).
-   */
-  protected async lockKeys(_manager: EntityManager, _table: string, _keys: readonly string[]): Promise<void> {}
-
-  /** Runs `work` in the manager's transaction, or in a new one when the manager has none. */
-  protected inTransaction<T>(manager: EntityManager, work: (tx: EntityManager) => Promise<T>): Promise<T> {
-    return manager.queryRunner?.isTransactionActive ? work(manager) : manager.transaction(work);
-  }
-
+export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements OutboxDialect {
   async deleteSent(manager: EntityManager, table: string, owner: string, seqs: readonly string[]): Promise<number> {
     if (seqs.length === 0) return 0;
     const q = (c: string) => this.quote(c);
@@ -191,143 +55,6 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
       dead: Number(r.dead ?? 0),
       oldestPendingAgeMs: oldest === undefined ? 0 : Math.max(0, Number(r.now) - oldest),
     };
-  }
-
-  async requeueDead(manager: EntityManager, table: string, selection: DeadSelection): Promise<number> {
-    const filter = toDeadFilter(selection);
-    if (filter.messageIds?.length === 0) return 0;
-    const q = (c: string) => this.quote(c);
-    const { where, params } = this.deadWhere(filter);
-    const { affected } = await this.execute(
-      manager,
-      `UPDATE ${this.quoteTable(table)} SET ${q('status')} = 'pending', ${q('attempts')} = 0, ` +
-        `${q('available_at')} = ${this.nowMs}, ${q('dead_at')} = 0, ${q('claimed_by')} = NULL, ` +
-        `${q('claimed_until')} = NULL WHERE ${where}`,
-      params,
-    );
-    return affected;
-  }
-
-  async countDeadByPattern(
-    manager: EntityManager,
-    table: string,
-    selection: DeadSelection,
-  ): Promise<Array<{ pattern: string; count: number }>> {
-    const filter = toDeadFilter(selection);
-    if (filter.messageIds?.length === 0) return [];
-    const q = (c: string) => this.quote(c);
-    const { where, params } = this.deadWhere(filter);
-    const { records } = await this.execute(
-      manager,
-      `SELECT ${q('pattern')} AS ${q('pattern')}, COUNT(*) AS ${q('n')} FROM ${this.quoteTable(table)} ` +
-        `WHERE ${where} GROUP BY ${q('pattern')}`,
-      params,
-    );
-    return records.map((r) => ({ pattern: String(r.pattern), count: Number(r.n) }));
-  }
-
-  async purgeDead(manager: EntityManager, table: string, selection: DeadSelection): Promise<number> {
-    const filter = toDeadFilter(selection);
-    if (filter.messageIds?.length === 0) return 0;
-    const { where, params } = this.deadWhere(filter);
-    const { affected } = await this.execute(manager, `DELETE FROM ${this.quoteTable(table)} WHERE ${where}`, params);
-    return affected;
-  }
-
-  async listDead(manager: EntityManager, table: string, { filter, after, limit }: DeadRowsQuery): Promise<DeadRow[]> {
-    if (filter.messageIds?.length === 0) return [];
-    const q = (c: string) => this.quote(c);
-    const { where, params } = this.deadWhere(filter);
-    const keyset = after ? ` AND ${this.keysetBefore(checkedMs(after.deadAt), checkedSeq(after.seq))}` : '';
-    const columns = ['seq', 'message_id', 'pattern', 'ordering_key', 'attempts', 'created_at', 'dead_at', 'last_error'];
-    const { records } = await this.execute(
-      manager,
-      `SELECT ${columns.map(q).join(', ')} FROM ${this.quoteTable(table)}${this.deadIndexHint(filter)} ` +
-        `WHERE ${where}${keyset} ` +
-        `ORDER BY ${q('dead_at')} DESC, ${q('seq')} DESC LIMIT ${Math.max(1, Math.floor(limit))}`,
-      params,
-    );
-    return records.map((r) => ({
-      seq: String(r.seq),
-      messageId: String(r.message_id),
-      pattern: String(r.pattern),
-      key: r.ordering_key ?? null,
-      attempts: Number(r.attempts),
-      createdAt: Number(r.created_at),
-      deadAt: Number(r.dead_at ?? 0),
-      lastError: r.last_error ?? null,
-    }));
-  }
-
-  async countDead(manager: EntityManager, table: string, filter: DeadRowFilter): Promise<number> {
-    if (filter.messageIds?.length === 0) return 0;
-    const { where, params } = this.deadWhere(filter);
-    const { records } = await this.execute(
-      manager,
-      `SELECT COUNT(*) AS ${this.quote('n')} FROM ${this.quoteTable(table)} WHERE ${where}`,
-      params,
-    );
-    return Number(records[0]?.n ?? 0);
-  }
-
-  async listAttempts(manager: EntityManager, table: string, seq: string): Promise<AttemptRow[]> {
-    const q = (c: string) => this.quote(c);
-    const columns = ['attempt', 'failed_at', 'counted', 'error', 'owner', 'publisher'];
-    const { records } = await this.execute(
-      manager,
-      `SELECT ${columns.map(q).join(', ')} FROM ${this.quoteTable(outboxAttemptsTable(table))} ` +
-        `WHERE ${q('message_seq')} = ${checkedSeq(seq)} ORDER BY ${q('id')}`,
-    );
-    return records.map((r) => ({
-      attempt: Number(r.attempt),
-      failedAt: Number(r.failed_at),
-      counted: Number(r.counted) === 1,
-      error: String(r.error),
-      owner: String(r.owner),
-      publisher: String(r.publisher),
-    }));
-  }
-
-  /**
-   * The condition of dead rows matching `filter` (`status = 'dead'` first, so the dead index serves it), with its
-   * parameters in order of appearance (positional on MySQL and SQLite).
-   */
-  protected deadWhere(filter: DeadRowFilter): { where: string; params: unknown[] } {
-    const q = (c: string) => this.quote(c);
-    const params: unknown[] = [];
-    const p = (value: unknown) => {
-      params.push(value);
-      return this.param(params.length);
-    };
-    const parts = [`${q('status')} = 'dead'`];
-    if (filter.messageIds) parts.push(`${q('message_id')} IN (${filter.messageIds.map(p).join(', ')})`);
-    if (filter.pattern !== undefined) parts.push(`${q('pattern')} = ${p(filter.pattern)}`);
-    if (filter.key !== undefined) parts.push(`${q('ordering_key')} = ${p(filter.key)}`);
-    if (filter.errorContains !== undefined) {
-      const escaped = filter.errorContains.toLowerCase().replace(/[!%_]/g, (c) => `!${c}`);
-      parts.push(`LOWER(${q('last_error')}) LIKE ${p(`%${escaped}%`)} ESCAPE '!'`);
-    }
-    const range = (column: string, since: number | undefined, before: number | undefined) => {
-      if (since !== undefined) parts.push(`${q(column)} >= ${checkedMs(since)}`);
-      if (before !== undefined) parts.push(`${q(column)} < ${checkedMs(before)}`);
-    };
-    range('dead_at', filter.deadSince, filter.deadBefore);
-    range('created_at', filter.createdSince, filter.createdBefore);
-    return { where: parts.join(' AND '), params };
-  }
-
-  /** An index hint for `listDead()`, placed after the table name (none by default). */
-  protected deadIndexHint(_filter: DeadRowFilter): string {
-    return '';
-  }
-
-  /**
-   * Rows strictly after (`deadAt`, `seq`) in the newest-first order, from checked integer literals. Spelled out
-   * with OR here (MySQL/MariaDB and SQLite turn it into index ranges); PostgreSQL uses a row comparison.
-   */
-  protected keysetBefore(deadAt: string, seq: string): string {
-    const q = (c: string) => this.quote(c);
-    return `(${q('dead_at')} < ${deadAt} OR (${q('dead_at')} = ${deadAt} AND ${q('seq')} < ${seq}))`;
   }
 
   async deleteExpiredSent(manager: EntityManager, table: string, retentionMs: number, limit: number): Promise<number> {
@@ -480,19 +207,6 @@ export abstract class SqlOutboxDialect implements OutboxDialect {
       { relay: true },
     );
     return affected;
-  }
-
-  isUniqueViolation(error: unknown, index?: UniqueIndexRef | string): boolean {
-    const err = error as any;
-    const details = this.uniqueViolationDetails(err?.driverError ?? err);
-    if (!details?.code) return false;
-    if (!index) return true;
-    return this.matchesIndex(details.text, typeof index === 'string' ? { name: index, table: '', columns: [] } : index);
-  }
-
-  /** Whether the error text names the index (PostgreSQL, MySQL) — SQLite overrides this to match columns. */
-  protected matchesIndex(text: string, index: UniqueIndexRef): boolean {
-    return text.includes(index.name);
   }
 
   /** Maps a claimed record (snake_case columns) to the publisher's shape. */
