@@ -115,7 +115,7 @@ class OrdersController {
   }
 
   @Post('rejecting')
-  @Idempotent()
+  @Idempotent({ replayErrors: false })
   async rejecting(@Body() dto: CreateOrderDto) {
     await this.outbox.manager.save(TestOrder, { reference: dto.reference, amount: dto.amount });
     throw new BadRequestException('amount exceeds the credit limit');
@@ -318,7 +318,7 @@ for (const kind of kinds) {
         expect(state.runs).toBe(2);
       });
 
-      it('stores nothing for an HttpException or a ValidationPipe 400 (not started): the same key works afterwards', async () => {
+      it('stores nothing for an HttpException under replayErrors: false or a ValidationPipe 400 (not started): the key stays free', async () => {
         const key = newKey();
         const rejected = await post('/orders/rejecting', { reference: `G-${key}`, amount: 1 }, key);
         expect(rejected.status).toBe(400);

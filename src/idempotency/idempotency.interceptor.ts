@@ -4,6 +4,7 @@ import { lastValueFrom, Observable, of } from 'rxjs';
 import { describeError } from '../util/describe-error';
 import { boundedText, scopeFromOption } from './call-scope';
 import { isDatabaseUnavailable } from './database-unavailable';
+import { keepFailure } from './final-failure';
 import { HandlerOptionsResolver } from './handler-options.resolver';
 import { runFirstRequest } from './http-first-run';
 import * as httpRequest from './http-request-key';
@@ -181,6 +182,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       failure: (error) => this.databaseError(context, error, call.options),
       notStored: () => this.warnOnce(consumer, warnings.streamNotStored(consumer)),
       lostRace: () => this.afterLostRace(call, answer, inFlight),
+      keepFailure: (error) => keepFailure(this.idempotency, call, error, answer, (e) => this.logger.warn(describeError(e))),
     });
   }
 
