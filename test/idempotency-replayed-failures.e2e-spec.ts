@@ -102,7 +102,8 @@ const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
 
 for (const kind of kinds) {
   for (const platform of ['express', 'fastify'] as Platform[]) {
-    describeWith(servicesOf(kind), `@Idempotent() replays final failures (${platform}) on ${DATABASE_LABEL[kind]}`, () => {
+    const title = `@Idempotent() replays final failures (${platform}) on ${DATABASE_LABEL[kind]}`;
+    describeWith(servicesOf(kind), title, () => {
       let db: TestDatabase;
       let app: INestApplication;
       let ds: DataSource;
@@ -142,7 +143,7 @@ for (const kind of kinds) {
       const effects = (reference: string) => ds.getRepository(TestOrder).countBy({ reference });
       const records = (key: string) => ds.getRepository(IdempotencyRecord).countBy({ key });
 
-      it('replays a declined payment (402, same body, Idempotent-Replayed: true) without running the handler again', async () => {
+      it('replays a declined payment (402, same body, Idempotent-Replayed); the handler does not rerun', async () => {
         const key = newKey();
         const body = { reference: `P-${key}`, amount: 25 };
         const first = await post('declined', body, key);
@@ -236,7 +237,7 @@ for (const kind of kinds) {
         expect(calls['only-404']).toBe(2);
       });
 
-      it('concurrent first attempts of a declined payment: one kept record, every answer the 402 or a 409, no 5xx', async () => {
+      it('concurrent first attempts of a declined payment: one record, every answer the 402 or a 409', async () => {
         const key = newKey();
         const body = { reference: `C-${key}`, amount: 7 };
         const answers = await Promise.all(Array.from({ length: 8 }, () => post('declined', body, key)));

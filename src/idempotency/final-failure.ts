@@ -1,5 +1,6 @@
 import { HttpException, HttpStatus } from '@nestjs/common';
 import type { Observable } from 'rxjs';
+import { describeError } from '../util/describe-error';
 import type { StoredIdempotencyRecord } from './idempotency-store';
 import type { IdempotentCall, StoredResponse } from './idempotent-call.types';
 import type { IdempotencyService } from './idempotency.service';
@@ -59,7 +60,7 @@ export async function keepFailure(
   call: IdempotentCall,
   error: HttpException,
   answer: (record: StoredIdempotencyRecord) => Observable<unknown>,
-  onWriteError: (writeError: unknown) => void,
+  logger: { warn(message: string): void },
 ): Promise<Observable<unknown>> {
   const record = { fingerprint: call.fingerprint, ttl: call.options.ttl, ...failureResponse(error) };
   let winner: StoredIdempotencyRecord | undefined;
@@ -70,7 +71,7 @@ export async function keepFailure(
       winner = await idempotency.store.read(call.scope, call.key);
     }
   } catch (writeError) {
-    onWriteError(writeError);
+    logger.warn(`The failure of a request could not be kept for its key (${describeError(writeError)}).`);
   }
   if (winner) return answer(winner);
   throw error;

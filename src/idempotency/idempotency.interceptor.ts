@@ -182,7 +182,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       failure: (error) => this.databaseError(context, error, call.options),
       notStored: () => this.warnOnce(consumer, warnings.streamNotStored(consumer)),
       lostRace: () => this.afterLostRace(call, answer, inFlight),
-      keepFailure: (error) => keepFailure(this.idempotency, call, error, answer, (e) => this.logger.warn(describeError(e))),
+      keepFailure: (error) => keepFailure(this.idempotency, call, error, answer, this.logger),
     });
   }
 

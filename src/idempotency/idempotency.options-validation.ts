@@ -43,7 +43,8 @@ export function resolveIdempotencyDefaults(input: unknown, base: ResolvedIdempot
   if (typeof manualAck !== 'boolean') fail('manualAck', `must be a boolean, got ${typeof manualAck}`, 'Pass true for RabbitMQ consumers with noAck: false.');
   const replayErrors = raw.replayErrors ?? base.replayErrors;
   if (typeof replayErrors !== 'boolean' && typeof replayErrors !== 'function') {
-    fail('replayErrors', `must be a boolean or a function, got ${typeof replayErrors}`, 'Pass true (the default policy), false, or (error) => boolean.');
+    const got = `must be a boolean or a function, got ${typeof replayErrors}`;
+    fail('replayErrors', got, 'Pass true (the default policy), false, or (error) => boolean.');
   }
   return Object.freeze({
     header,

@@ -60,7 +60,8 @@ export function malformedKeyProblem(header: string, reason: string): Idempotency
   return problem(
     HttpStatus.BAD_REQUEST,
     'idempotency-key-invalid',
-    `The ${header} header is not a valid key: ${reason}. Send the key bare (${header}: 8e03978e-…) or as an RFC 8941 string (${header}: "8e03978e-…").`,
+    `The ${header} header is not a valid key: ${reason}. ` +
+      `Send the key bare (${header}: 8e03978e-…) or as an RFC 8941 string (${header}: "8e03978e-…").`,
   );
 }
 

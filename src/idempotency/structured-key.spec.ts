@@ -58,9 +58,12 @@ describe('parseIdempotencyKey', () => {
 
   it('takes every value that does not start with a quote as a bare key, unchanged', () => {
     fc.assert(
-      fc.property(fc.string().filter((s) => !/^[ \t]*"/.test(s)), (raw) => {
-        expect(parseIdempotencyKey(raw)).toEqual({ ok: true, key: raw });
-      }),
+      fc.property(
+        fc.string().filter((s) => !/^[ \t]*"/.test(s)),
+        (raw) => {
+          expect(parseIdempotencyKey(raw)).toEqual({ ok: true, key: raw });
+        },
+      ),
     );
   });
 });
