@@ -252,3 +252,40 @@ for (const kind of kinds) {
     });
   }
 }
+
+for (const kind of kinds) {
+  describeWith(servicesOf(kind), `replayErrors: false module-wide on ${DATABASE_LABEL[kind]}`, () => {
+    let db: TestDatabase;
+    let app: INestApplication;
+
+    beforeAll(async () => {
+      db = await createTestDatabase(kind);
+      const moduleRef = await createOutboxTestingModule({
+        db,
+        controllers: [PaymentsController],
+        outbox: { publisher: { enabled: false }, idempotency: { replayErrors: false } },
+      });
+      app = moduleRef.createNestApplication({ logger: false });
+      await app.listen(0, '127.0.0.1');
+    });
+
+    afterAll(async () => {
+      await app?.close();
+      await db?.drop();
+    });
+
+    it('keeps no failure: a declined payment runs again on retry', async () => {
+      delete calls.declined;
+      const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+      const key = `module-${Date.now().toString(36)}`;
+      const body = { reference: `M-${key}`, amount: 4 };
+      const post = () => request(url).post('/payments/declined').set('Idempotency-Key', key).send(body);
+      expect((await post()).status).toBe(402);
+      const again = await post();
+      expect(again.status).toBe(402);
+      expect(again.headers['idempotent-replayed']).toBeUndefined();
+      expect(calls.declined).toBe(2);
+      expect(await app.get(DataSource).getRepository(IdempotencyRecord).countBy({ key })).toBe(0);
+    });
+  });
+}
