@@ -115,7 +115,7 @@ class OrdersController {
   }
 
   @Post('rejecting')
-  @Idempotent()
+  @Idempotent({ replayErrors: false })
   async rejecting(@Body() dto: CreateOrderDto) {
     await this.outbox.manager.save(TestOrder, { reference: dto.reference, amount: dto.amount });
     throw new BadRequestException('amount exceeds the credit limit');
@@ -246,6 +246,49 @@ for (const kind of kinds) {
         expect(await orders('D')).toBe(0);
       });
 
+      it('reads a quoted RFC 8941 key without its quotes: the quoted and the bare key are one key', async () => {
+        const key = newKey();
+        const body = { reference: `Q-${key}`, amount: 9 };
+        const quoted = await post('/orders', body, `"${key}"`);
+        expect(quoted.status).toBe(201);
+        expect(quoted.body.key).toBe(key);
+        const bare = await post('/orders', body, key);
+        expect(bare.status).toBe(201);
+        expect(bare.headers['idempotent-replayed']).toBe('true');
+        expect(bare.body).toEqual(quoted.body);
+        const spaced = await post('/orders', body, ` "${key}" `);
+        expect(spaced.headers['idempotent-replayed']).toBe('true');
+        expect(state.runs).toBe(1);
+        expect(await ds.getRepository(IdempotencyRecord).findOneByOrFail({ key })).toMatchObject({ key });
+
+        const escaped = newKey();
+        const first = await post('/orders', { reference: `Q-${escaped}`, amount: 9 }, `"${escaped}\\\\\\\"x"`);
+        expect(first.status).toBe(201);
+        expect(first.body.key).toBe(`${escaped}\\"x`);
+      });
+
+      it('answers 400 idempotency-key-invalid for a malformed quoted key, saying how to fix it, and runs nothing', async () => {
+        const malformed: Array<[string, string]> = [
+          ['"unterminated', 'closing double quote'],
+          ['"bad\\escape"', 'backslash'],
+          ['"cl\u00e9"', 'printable ASCII'],
+          ['"key"garbage', 'closing double quote'],
+        ];
+        for (const [value, hint] of malformed) {
+          const refused = await post('/orders', { reference: 'R', amount: 1 }, value);
+          expect(refused.status).toBe(400);
+          expect(refused.headers['content-type']).toMatch(/^application\/problem\+json/);
+          expect(refused.body).toMatchObject({ status: 400, code: 'idempotency-key-invalid', type: 'about:blank' });
+          expect(refused.body.detail).toContain(hint);
+          expect(refused.body.detail).toContain('RFC 8941');
+        }
+        const empty = await post('/orders', { reference: 'R', amount: 1 }, '""');
+        expect(empty.status).toBe(400);
+        expect(empty.body.code).toBe('idempotency-key-invalid');
+        expect(state.runs).toBe(0);
+        expect(await orders('R')).toBe(0);
+      });
+
       it('runs an endpoint with required: false without a key, and guards it with one', async () => {
         const reference = `E-${newKey()}`;
         expect((await post('/orders/optional', { reference, amount: 3 })).status).toBe(201);
@@ -275,7 +318,7 @@ for (const kind of kinds) {
         expect(state.runs).toBe(2);
       });
 
-      it('stores nothing for an HttpException or a ValidationPipe 400 (not started): the same key works afterwards', async () => {
+      it('stores nothing for an HttpException under replayErrors: false or a ValidationPipe 400 (not started): the key stays free', async () => {
         const key = newKey();
         const rejected = await post('/orders/rejecting', { reference: `G-${key}`, amount: 1 }, key);
         expect(rejected.status).toBe(400);

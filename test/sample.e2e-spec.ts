@@ -193,8 +193,13 @@ for (const setup of setups) {
         expect(await repo.countBy({ customerId: 'c-2' })).toBe(0);
         const outboxRows = await app.get(DataSource).query(`SELECT payload FROM outbox_messages`);
         expect(outboxRows.filter((r: { payload: string }) => JSON.parse(r.payload).customerId === 'c-2')).toHaveLength(0);
-        // The key rolled back too: the same key with a valid order now goes through, and only that one arrives.
-        await http().post('/orders').set('Idempotency-Key', 'order-big').send({ customerId: 'c-2', reference: 'small', amount: 10 }).expect(201);
+        // The refusal is the key's outcome (replayErrors): a retry gets it again and writes nothing; the key is
+        // kept for that request, so a corrected order takes a new key, and only that one arrives.
+        const retried = await http().post('/orders').set('Idempotency-Key', 'order-big').send({ customerId: 'c-2', reference: 'big', amount: CREDIT_LIMIT + 1 });
+        expect(retried.status).toBe(422);
+        expect(retried.headers['idempotent-replayed']).toBe('true');
+        expect(await repo.countBy({ customerId: 'c-2' })).toBe(0);
+        await http().post('/orders').set('Idempotency-Key', 'order-small').send({ customerId: 'c-2', reference: 'small', amount: 10 }).expect(201);
         await waitFor(async () => (await customer('c-2')).orders === 1, 'the valid order');
         expect(await customer('c-2')).toEqual({ id: 'c-2', orders: 1, totalSpent: 10 });
       });

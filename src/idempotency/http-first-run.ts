@@ -1,4 +1,7 @@
+import type { HttpException } from '@nestjs/common';
 import { Observable, of } from 'rxjs';
+import { isFinalError } from './final-failure';
+import { HandlerStart, trackHandlerStart } from './handler-start';
 import type { IdempotencyAttempt } from './idempotency-store';
 import type { IdempotentCall, StoredResponse } from './idempotent-call.types';
 import { reportIdempotencyOutcome } from '../events/idempotency-channel';
@@ -23,6 +26,8 @@ export interface FirstRequestSteps {
   notStored(): void;
   /** Answers when another request committed the key first (`afterLostRace`). */
   lostRace(): Promise<Observable<unknown>>;
+  /** Keeps a final error (see `replayErrors`) as the key's record after the rollback, then throws or replays it. */
+  keepFailure(error: HttpException): Promise<Observable<unknown>>;
 }
 
 /** Runs the handler, commits its effect with the record of its response, and answers with the handler's value. */
@@ -33,11 +38,13 @@ export async function runFirstRequest(
 ): Promise<Observable<unknown>> {
   let value: unknown;
   let stored: StoredResponse | undefined;
+  const start: HandlerStart = { started: false };
   try {
-    value = await steps.run();
+    value = await trackHandlerStart(start, () => steps.run());
     stored = steps.capture(value);
   } catch (error) {
     await steps.rollback();
+    if (isFinalError(error, call.options.replayErrors, start.started)) return steps.keepFailure(error);
     throw steps.failure(error);
   }
   try {

@@ -2,6 +2,8 @@ import type { ExecutionContext } from '@nestjs/common';
 import { fingerprintOf } from './fingerprint';
 import type { ResolvedIdempotentOptions } from './idempotent-call.types';
 import { MAX_IDEMPOTENCY_KEY_LENGTH } from './idempotency.options';
+import { IdempotencyProblemException, invalidKeyProblem, malformedKeyProblem } from './idempotency.problems';
+import { parseIdempotencyKey } from './structured-key';
 
 /**
  * What identifies an HTTP request to `@Idempotent()`: its key (header or custom extractor), whether that key is
@@ -25,6 +27,23 @@ export function readKey(
   const raw = options.key ? options.key(request, context) : request.headers?.[options.headerKey];
   if (raw === undefined || raw === null) return undefined;
   return Array.isArray(raw) ? raw.join(', ') : String(raw);
+}
+
+/**
+ * The key a raw header value carries: a quoted RFC 8941 sf-string without its quotes, or a bare key as it is. Throws
+ * `reject`'s 400 problem for a malformed quoted key, an empty one or one over 255 characters.
+ */
+export function acceptKey(
+  raw: string,
+  header: string,
+  reject: (problem: IdempotencyProblemException) => IdempotencyProblemException,
+): string {
+  const parsed = parseIdempotencyKey(raw);
+  if (!parsed.ok) throw reject(malformedKeyProblem(header, parsed.reason));
+  if (!isAcceptableKey(parsed.key)) {
+    throw reject(invalidKeyProblem(header, MAX_IDEMPOTENCY_KEY_LENGTH, parsed.key.length));
+  }
+  return parsed.key;
 }
 
 /** Whether a key may be used: not blank, and at most `MAX_IDEMPOTENCY_KEY_LENGTH` (255) characters. */

@@ -4,6 +4,7 @@ import { lastValueFrom, Observable, of } from 'rxjs';
 import { describeError } from '../util/describe-error';
 import { boundedText, scopeFromOption } from './call-scope';
 import { isDatabaseUnavailable } from './database-unavailable';
+import { keepFailure } from './final-failure';
 import { HandlerOptionsResolver } from './handler-options.resolver';
 import { runFirstRequest } from './http-first-run';
 import * as httpRequest from './http-request-key';
@@ -12,12 +13,10 @@ import type { IdempotencyAttempt, StoredIdempotencyRecord } from './idempotency-
 import * as warnings from './idempotency-warnings';
 import type { IdempotentCall, ResolvedIdempotentOptions, StoredResponse } from './idempotent-call.types';
 import { IdempotencyService } from './idempotency.service';
-import { MAX_IDEMPOTENCY_KEY_LENGTH } from './idempotency.options';
 import {
   databaseUnavailableProblem,
   IdempotencyProblemException,
   inFlightProblem,
-  invalidKeyProblem,
   missingKeyProblem,
   nestedTooDeeplyProblem,
   reusedKeyProblem,
@@ -66,12 +65,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const options = this.optionsOf(context);
     const request = context.switchToHttp().getRequest();
     if (httpRequest.isSafeMethod(request)) return next.handle();
-    const key = this.readHttpKey(context, request, options);
-    if (key === undefined) {
+    const raw = this.readHttpKey(context, request, options);
+    if (raw === undefined) {
       if (options.required) throw this.reject(context, missingKeyProblem(options.header));
       return next.handle();
     }
-    this.checkHttpKey(context, key, options);
+    const key = this.checkHttpKey(context, raw, options);
     const call: IdempotentCall = {
       key,
       scope: this.boundedText(await this.scopeOf(context, options, await this.defaultHttpScope(context, options))),
@@ -91,7 +90,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return this.runFirstHttp(context, next, begun.attempt, call);
   }
 
-  /** The key from the header (or the custom extractor); undefined when absent. */
+  /** The raw key from the header (or the custom extractor), quotes and all; undefined when absent. */
   protected readHttpKey(
     context: ExecutionContext,
     request: any,
@@ -117,11 +116,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return httpRequest.principalOf(context.switchToHttp().getRequest());
   }
 
-  /** 400 for an empty key or one over 255 characters. */
-  protected checkHttpKey(context: ExecutionContext, key: string, options: ResolvedIdempotentOptions): void {
-    if (!httpRequest.isAcceptableKey(key)) {
-      throw this.reject(context, invalidKeyProblem(options.header, MAX_IDEMPOTENCY_KEY_LENGTH, key.length));
-    }
+  /** The key a raw value carries (quoted sf-string or bare); 400 if malformed, empty or over 255 characters. */
+  protected checkHttpKey(context: ExecutionContext, raw: string, options: ResolvedIdempotentOptions): string {
+    return httpRequest.acceptKey(raw, options.header, (problem) => this.reject(context, problem));
   }
 
   /** The fingerprint, or 400 problem+json when the request is nested deeper than `MAX_JSON_DEPTH` levels. */
@@ -185,6 +182,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       failure: (error) => this.databaseError(context, error, call.options),
       notStored: () => this.warnOnce(consumer, warnings.streamNotStored(consumer)),
       lostRace: () => this.afterLostRace(call, answer, inFlight),
+      keepFailure: (error) => keepFailure(this.idempotency, call, error, answer, this.logger),
     });
   }
 

@@ -28,11 +28,19 @@ describe('idempotency options', () => {
     [{ retryAfter: -1 }, /idempotency\.retryAfter/],
     [{ replayHeaders: 'location' }, /idempotency\.replayHeaders/],
     [{ manualAck: 1 }, /idempotency\.manualAck/],
+    [{ replayErrors: 'yes' }, /idempotency\.replayErrors.*boolean or a function/],
     [{ tll: 1000 }, /idempotency\.tll.*not a known option.*ttl/],
     ['24h', /idempotency.*must be an object/],
   ])('rejects %j with OutboxConfigurationError naming the option', (input, message) => {
     expect(() => resolve(input)).toThrow(OutboxConfigurationError);
     expect(() => resolve(input)).toThrow(message);
+  });
+
+  it('defaults replayErrors to true (the default policy) and takes false or a function', () => {
+    expect(DEFAULT_IDEMPOTENCY_OPTIONS.replayErrors).toBe(true);
+    const policy = () => true;
+    expect(resolve({ replayErrors: false }).replayErrors).toBe(false);
+    expect(resolve({ replayErrors: policy }).replayErrors).toBe(policy);
   });
 
   it('layers decorator options over module defaults', () => {

@@ -41,6 +41,11 @@ export function resolveIdempotencyDefaults(input: unknown, base: ResolvedIdempot
   }
   const manualAck = raw.manualAck ?? base.manualAck;
   if (typeof manualAck !== 'boolean') fail('manualAck', `must be a boolean, got ${typeof manualAck}`, 'Pass true for RabbitMQ consumers with noAck: false.');
+  const replayErrors = raw.replayErrors ?? base.replayErrors;
+  if (typeof replayErrors !== 'boolean' && typeof replayErrors !== 'function') {
+    const got = `must be a boolean or a function, got ${typeof replayErrors}`;
+    fail('replayErrors', got, 'Pass true (the default policy), false, or (error) => boolean.');
+  }
   return Object.freeze({
     header,
     required,
@@ -48,5 +53,6 @@ export function resolveIdempotencyDefaults(input: unknown, base: ResolvedIdempot
     retryAfter,
     replayHeaders: Object.freeze(replayHeaders.map((h) => h.toLowerCase())) as string[],
     manualAck,
+    replayErrors,
   });
 }

@@ -44,6 +44,18 @@ export interface IdempotencyDefaults {
    * @default false
    */
   manualAck?: boolean;
+  /**
+   * HTTP: which errors of a handler are its final outcome, kept and replayed like a response (Stripe replays a
+   * declined payment rather than attempting it again). The handler's transaction still rolls back; the error's
+   * status and body (`getStatus()`, `getResponse()`, as Nest's exception filter sends them) are then committed as
+   * the key's record in a short transaction of its own, if the key is still free, and a retry gets them with
+   * `Idempotent-Replayed: true`. Only an `HttpException` the handler itself threw can be final: an error of a pipe
+   * (a `ValidationPipe` 400; the handler never started), a 5xx and the idempotency problems never are, and free
+   * the key as before. `true` applies the default policy: 4xx except 408, 409, 425 and 429, which a retry may turn
+   * out differently. `false` keeps no error. A function decides for each `HttpException` under 500.
+   * @default true
+   */
+  replayErrors?: boolean | ((error: unknown) => boolean);
 }
 
 /** `@Idempotent(options)`: the defaults above plus how the key, scope and fingerprint are found. */
@@ -81,6 +93,7 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyDefaults> 
   retryAfter: 1,
   replayHeaders: ['location', 'content-location', 'etag'],
   manualAck: false,
+  replayErrors: true,
 });
 
 /** Longest key (and scope) accepted, as Stripe and the IETF draft's examples use. */

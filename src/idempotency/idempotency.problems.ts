@@ -55,6 +55,16 @@ export function invalidKeyProblem(header: string, max: number, length: number): 
   );
 }
 
+/** 400: a quoted key (RFC 8941 sf-string) that does not parse; `reason` says what was wrong and how to fix it. */
+export function malformedKeyProblem(header: string, reason: string): IdempotencyProblemException {
+  return problem(
+    HttpStatus.BAD_REQUEST,
+    'idempotency-key-invalid',
+    `The ${header} header is not a valid key: ${reason}. ` +
+      `Send the key bare (${header}: 8e03978e-…) or as an RFC 8941 string (${header}: "8e03978e-…").`,
+  );
+}
+
 /** 409: the same key is being handled right now. */
 export function inFlightProblem(header: string, retryAfter: number): IdempotencyProblemException {
   return problem(

@@ -2,6 +2,7 @@ import { applyDecorators, SetMetadata, UseFilters, UseInterceptors } from '@nest
 import { RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA } from '@nestjs/common/constants';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import { OutboxConfigurationError } from '../errors';
+import { markingStart } from './handler-start';
 import { IdempotencyProblemFilter } from './idempotency-problem.filter';
 import { IDEMPOTENT_OPTIONS } from './idempotency.constants';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
@@ -25,15 +26,35 @@ export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & Me
   return ((target: object, propertyKey?: string | symbol, descriptor?: PropertyDescriptor) => {
     if (propertyKey !== undefined) {
       refuseOwnResponse(target.constructor, propertyKey);
+      if (typeof descriptor?.value === 'function') descriptor.value = markedOnce(descriptor.value);
       return (apply as MethodDecorator)(target, propertyKey, descriptor!);
     }
     const prototype = (target as Function).prototype;
     for (const name of Object.getOwnPropertyNames(prototype)) {
-      if (name !== 'constructor') refuseOwnResponse(target as Function, name);
+      if (name === 'constructor') continue;
+      refuseOwnResponse(target as Function, name);
+      markMethodStart(prototype, name);
     }
     return (apply as ClassDecorator)(target as Function);
   }) as ClassDecorator & MethodDecorator;
 }
+
+/** Wraps a method of `prototype` so that it marks its start (see `handler-start.ts`), once. */
+function markMethodStart(prototype: any, name: string): void {
+  const descriptor = Object.getOwnPropertyDescriptor(prototype, name);
+  if (typeof descriptor?.value !== 'function') return;
+  Object.defineProperty(prototype, name, { ...descriptor, value: markedOnce(descriptor.value) });
+}
+
+/** `method` wrapped by `markingStart`, unless it already is (a method decorated and in a decorated class). */
+function markedOnce<F extends (...args: any[]) => unknown>(method: F): F {
+  if (MARKED.has(method)) return method;
+  const marked = markingStart(method);
+  MARKED.add(marked);
+  return marked;
+}
+
+const MARKED = new WeakSet<Function>();
 
 function refuseOwnResponse(controller: Function, method: string | symbol): void {
   const args: Record<string, unknown> = Reflect.getMetadata(ROUTE_ARGS_METADATA, controller, method) ?? {};

@@ -1,0 +1,33 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+
+/**
+ * Whether the handler's own body began to run. Nest calls an interceptor's `next.handle()` before the pipes, so a
+ * `ValidationPipe` 400 reaches the interceptor like an error of the handler; only a handler that started has an
+ * outcome to keep. `@Idempotent()` wraps the methods it guards so that they mark their start here.
+ */
+
+/** The mark of one call: set to true when the handler's body is entered. */
+export interface HandlerStart {
+  started: boolean;
+}
+
+const starts = new AsyncLocalStorage<HandlerStart>();
+
+/** Runs `work` (which calls the handler) with `mark` as the call's start mark. */
+export function trackHandlerStart<T>(mark: HandlerStart, work: () => T): T {
+  return starts.run(mark, work);
+}
+
+/** `method` that marks the start of its call before it runs; its name and reflect metadata are carried over. */
+export function markingStart<F extends (...args: any[]) => unknown>(method: F): F {
+  const marked = function (this: unknown, ...args: unknown[]) {
+    const mark = starts.getStore();
+    if (mark) mark.started = true;
+    return method.apply(this, args);
+  };
+  Object.defineProperty(marked, 'name', { value: method.name });
+  for (const key of Reflect.getMetadataKeys(method)) {
+    Reflect.defineMetadata(key, Reflect.getMetadata(key, method), marked);
+  }
+  return marked as unknown as F;
+}
