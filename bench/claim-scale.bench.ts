@@ -36,7 +36,12 @@ const DRAIN = 20_000;
  * Inserts `count` rows with the given status, in chunks; every other row keyed k0..k998 unless `keyed` is false
  * (dead rows are inserted unkeyed: a dead row blocks its key by design).
  */
-async function insertKeyed(client: import('pg').Client, count: number, status: string, keyed = status !== 'dead'): Promise<void> {
+async function insertKeyed(
+  client: import('pg').Client,
+  count: number,
+  status: string,
+  keyed = status !== 'dead',
+): Promise<void> {
   for (let done = 0; done < count; done += 200_000) {
     const n = Math.min(200_000, count - done);
     await client.query(
@@ -66,7 +71,12 @@ async function measureClaims(ds: DataSource): Promise<number[]> {
     times.push(performance.now() - started);
     if (rows.length === 0) throw new Error('claim-scale: nothing claimed');
     // Published: the next claim may take the following rows of the same keys.
-    await dialect.markSent(ds.manager, 'outbox_messages', owner, rows.map((r) => r.seq));
+    await dialect.markSent(
+      ds.manager,
+      'outbox_messages',
+      owner,
+      rows.map((r) => r.seq),
+    );
   }
   return times;
 }
@@ -79,7 +89,13 @@ async function prepare(history: number) {
   await insertKeyed(pg, Math.round(history * 0.05), 'dead');
   await insertKeyed(pg, PENDING, 'pending');
   await pg.query('VACUUM ANALYZE outbox_messages');
-  const ds = new DataSource({ type: 'postgres', ...PG, username: 'postgres', database: db.name, entities: [OutboxMessage, OutboxKeyLock] });
+  const ds = new DataSource({
+    type: 'postgres',
+    ...PG,
+    username: 'postgres',
+    database: db.name,
+    entities: [OutboxMessage, OutboxKeyLock],
+  });
   await ds.initialize();
   return { db, pg, ds };
 }

@@ -53,7 +53,13 @@ const bench: Bench = async (): Promise<BenchResult> => {
   const queue = uniqueQueue('bench-dedup');
   @Module({
     imports: [
-      TypeOrmModule.forRoot({ ...db.options, entities: [TestOrder], autoLoadEntities: true, synchronize: true, logging: false } as any),
+      TypeOrmModule.forRoot({
+        ...db.options,
+        entities: [TestOrder],
+        autoLoadEntities: true,
+        synchronize: true,
+        logging: false,
+      } as any),
       OutboxModule.forRoot({ publisher: { enabled: false } }),
     ],
     controllers: [PlainConsumer, IdempotentConsumer],
@@ -74,7 +80,11 @@ const bench: Bench = async (): Promise<BenchResult> => {
     const started = process.hrtime.bigint();
     for (let i = 0; i < count; i++) {
       const messageId = randomUUID();
-      channel.sendToQueue(queue, Buffer.from(JSON.stringify({ pattern: `bench.${kind}`, data: { reference: messageId } })), { messageId, persistent: true });
+      channel.sendToQueue(
+        queue,
+        Buffer.from(JSON.stringify({ pattern: `bench.${kind}`, data: { reference: messageId } })),
+        { messageId, persistent: true },
+      );
     }
     await channel.waitForConfirms();
     while (handled[kind] < target) await new Promise((r) => setTimeout(r, 2));

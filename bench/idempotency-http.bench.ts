@@ -59,7 +59,12 @@ async function load(server: ChildProcess, base: string, variant: Variant, second
     ],
   });
   const cpu = (await serverCpu(server)) - cpuBefore;
-  return { rps: result.requests.average, p99: result.latency.p99, bad: result.non2xx + result.errors + result.timeouts, cpuUs: cpu / Math.max(1, result.requests.total) };
+  return {
+    rps: result.requests.average,
+    p99: result.latency.p99,
+    bad: result.non2xx + result.errors + result.timeouts,
+    cpuUs: cpu / Math.max(1, result.requests.total),
+  };
 }
 
 /**

@@ -53,7 +53,13 @@ async function main(): Promise<void> {
   const database = JSON.parse(process.env.BENCH_DB_OPTIONS ?? '{}');
   @Module({
     imports: [
-      TypeOrmModule.forRoot({ ...database, entities: [TestOrder], autoLoadEntities: true, synchronize: true, logging: false }),
+      TypeOrmModule.forRoot({
+        ...database,
+        entities: [TestOrder],
+        autoLoadEntities: true,
+        synchronize: true,
+        logging: false,
+      }),
       OutboxModule.forRoot({ publisher: { enabled: false } }),
       NodeIdempotencyModule.forRootAsync({
         storage: { adapter: 'redis' as any, options: { url: process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379' } },

@@ -29,7 +29,11 @@ async function startConsumer(queue: string, received: Map<string, number>) {
 }
 
 /** Sends `count` messages at RATE per second through `send`, which resolves with (id, commit time). */
-async function offer(count: number, send: (i: number) => Promise<[string, number]>, sent: Map<string, number>): Promise<void> {
+async function offer(
+  count: number,
+  send: (i: number) => Promise<[string, number]>,
+  sent: Map<string, number>,
+): Promise<void> {
   const start = performance.now();
   const inFlight: Promise<void>[] = [];
   for (let i = 0; i < count; i++) {
@@ -73,8 +77,11 @@ async function baseline(queue: string): Promise<number[]> {
         new Promise((resolve, reject) => {
           const id = `b-${i}`;
           const t = performance.now();
-          channel.sendToQueue(queue, Buffer.from(JSON.stringify({ pattern: 'lat', data: { i } })), { persistent: true, messageId: id }, (err) =>
-            err ? reject(err) : resolve([id, t]),
+          channel.sendToQueue(
+            queue,
+            Buffer.from(JSON.stringify({ pattern: 'lat', data: { i } })),
+            { persistent: true, messageId: id },
+            (err) => (err ? reject(err) : resolve([id, t])),
           );
         }),
       sent,
@@ -128,7 +135,10 @@ const bench: Bench = async () => {
     });
     const r = (x: number) => Number(x.toFixed(2));
     return {
-      table: [row('raw amqplib publish → consumer (floor)', base), row('commit → publisher → consumer (defaults)', lib)],
+      table: [
+        row('raw amqplib publish → consumer (floor)', base),
+        row('commit → publisher → consumer (defaults)', lib),
+      ],
       fields: {
         rate_per_s: RATE,
         messages: lib.length,

@@ -28,7 +28,11 @@ export async function createBenchDatabase(): Promise<{ name: string; drop: () =>
   await admin.end();
   const entities = [OutboxMessage, OutboxKeyLock, IdempotencyRecord];
   const ds = new DataSource({
-    type: 'postgres', ...PG, username: 'postgres', database: name, entities,
+    type: 'postgres',
+    ...PG,
+    username: 'postgres',
+    database: name,
+    entities,
     synchronize: true,
   });
   await ds.initialize();
@@ -45,7 +49,12 @@ export async function createBenchDatabase(): Promise<{ name: string; drop: () =>
 }
 
 /** Inserts `count` rows of about 200 bytes of payload in one statement, with `status` (pending, sent or dead). */
-export async function insertRows(client: Client, count: number, status: 'pending' | 'sent' | 'dead' = 'pending', key: string | null = null): Promise<void> {
+export async function insertRows(
+  client: Client,
+  count: number,
+  status: 'pending' | 'sent' | 'dead' = 'pending',
+  key: string | null = null,
+): Promise<void> {
   await client.query(
     `INSERT INTO outbox_messages (message_id, pattern, payload, headers, ordering_key, status, attempts, available_at, created_at, sent_at)
      SELECT gen_random_uuid()::text, 'bench.event', '{"n":' || g || ',"pad":"' || repeat('x', 180) || '"}', NULL, $2, $3, ${status === 'pending' ? 0 : 1},
@@ -63,11 +72,28 @@ export async function pgClient(database: string): Promise<Client> {
 }
 
 /** Starts a Nest application context with TypeORM on `database`, an RMQ client to `queue` and the outbox. */
-export async function startOutboxApp(database: string, queue: string, outbox: Omit<OutboxModuleOptions, 'client'> = {}) {
+export async function startOutboxApp(
+  database: string,
+  queue: string,
+  outbox: Omit<OutboxModuleOptions, 'client'> = {},
+) {
   @Module({
     imports: [
-      TypeOrmModule.forRoot({ type: 'postgres', ...PG, username: 'postgres', database, autoLoadEntities: true, synchronize: false }),
-      ClientsModule.register([{ name: 'BROKER', transport: Transport.RMQ, options: { urls: [AMQP_URL], queue, queueOptions: { durable: true } } }]),
+      TypeOrmModule.forRoot({
+        type: 'postgres',
+        ...PG,
+        username: 'postgres',
+        database,
+        autoLoadEntities: true,
+        synchronize: false,
+      }),
+      ClientsModule.register([
+        {
+          name: 'BROKER',
+          transport: Transport.RMQ,
+          options: { urls: [AMQP_URL], queue, queueOptions: { durable: true } },
+        },
+      ]),
       ScheduleModule.forRoot(),
       OutboxModule.forRoot({ client: 'BROKER', ...outbox }),
     ],

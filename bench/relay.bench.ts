@@ -8,7 +8,16 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { Bench } from './bench-kit';
-import { AMQP_URL, createBenchDatabase, deleteQueue, insertRows, pgClient, sleep, startOutboxApp, uniqueName } from './relay-support';
+import {
+  AMQP_URL,
+  createBenchDatabase,
+  deleteQueue,
+  insertRows,
+  pgClient,
+  sleep,
+  startOutboxApp,
+  uniqueName,
+} from './relay-support';
 
 const ROWS = Number(process.env.RELAY_BENCH_ROWS ?? 50_000);
 const ROUNDS = Number(process.env.RELAY_BENCH_ROUNDS ?? 2);
@@ -35,7 +44,11 @@ async function baselineRelay(database: string, queue: string): Promise<number> {
       }
       for (const row of rows) {
         const content = Buffer.from(JSON.stringify({ pattern: row.pattern, data: JSON.parse(row.payload) }));
-        channel.sendToQueue(queue, content, { persistent: true, messageId: row.message_id, headers: { 'x-message-id': row.message_id } });
+        channel.sendToQueue(queue, content, {
+          persistent: true,
+          messageId: row.message_id,
+          headers: { 'x-message-id': row.message_id },
+        });
       }
       await channel.waitForConfirms();
       await pg.query(
@@ -65,13 +78,17 @@ async function libraryRelay(database: string, queue: string): Promise<number> {
     try {
       for (;;) {
         await sleep(200);
-        const { rows: left } = await pg.query(`SELECT count(*)::int AS n FROM outbox_messages WHERE status = 'pending'`);
+        const { rows: left } = await pg.query(
+          `SELECT count(*)::int AS n FROM outbox_messages WHERE status = 'pending'`,
+        );
         if (left[0].n === 0) break;
       }
     } finally {
       await app.close();
     }
-    const { rows: end } = await pg.query(`SELECT max(sent_at)::bigint AS t, count(*)::int AS n FROM outbox_messages WHERE status = 'sent'`);
+    const { rows: end } = await pg.query(
+      `SELECT max(sent_at)::bigint AS t, count(*)::int AS n FROM outbox_messages WHERE status = 'sent'`,
+    );
     return Number(end[0].n) / ((Number(end[0].t) - started) / 1000);
   } finally {
     await pg.end();
@@ -111,10 +128,19 @@ const bench: Bench = async () => {
   const l = best(library);
   return {
     table: [
-      ...baseline.map((v, i) => ({ round: i + 1, relay: 'hand-written (500, SKIP LOCKED, confirms)', 'msg/s': Math.round(v) })),
+      ...baseline.map((v, i) => ({
+        round: i + 1,
+        relay: 'hand-written (500, SKIP LOCKED, confirms)',
+        'msg/s': Math.round(v),
+      })),
       ...library.map((v, i) => ({ round: i + 1, relay: 'nestjs-outbox publisher (defaults)', 'msg/s': Math.round(v) })),
     ],
-    fields: { rows: ROWS, baseline_msgs_per_s: Math.round(b), library_msgs_per_s: Math.round(l), ratio: Number((l / b).toFixed(3)) },
+    fields: {
+      rows: ROWS,
+      baseline_msgs_per_s: Math.round(b),
+      library_msgs_per_s: Math.round(l),
+      ratio: Number((l / b).toFixed(3)),
+    },
   };
 };
 

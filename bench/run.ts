@@ -7,7 +7,9 @@ async function main(): Promise<void> {
   const selected = names.length ? names : Object.keys(BENCHES);
   const unknown = selected.filter((n) => !BENCHES[n]);
   if (unknown.length) {
-    console.error(`Unknown benchmark(s): ${unknown.join(', ')}. Known: ${Object.keys(BENCHES).join(', ') || '(none yet)'}`);
+    console.error(
+      `Unknown benchmark(s): ${unknown.join(', ')}. Known: ${Object.keys(BENCHES).join(', ') || '(none yet)'}`,
+    );
     process.exit(2);
   }
   let failed = false;

@@ -37,7 +37,13 @@ export class SampleAppModule {
       imports: [
         // `autoLoadEntities` picks up the library's entities (outbox rows, idempotency records). `synchronize`
         // creates the tables at start — fine for a sample; use migrations in production.
-        TypeOrmModule.forRoot({ ...config.database, entities: ENTITIES, autoLoadEntities: true, synchronize: true, logging: false }),
+        TypeOrmModule.forRoot({
+          ...config.database,
+          entities: ENTITIES,
+          autoLoadEntities: true,
+          synchronize: true,
+          logging: false,
+        }),
         TypeOrmModule.forFeature(ENTITIES),
         ClientsModule.register([{ name: BROKER, ...brokerClientOptions(config.broker) }]),
         ScheduleModule.forRoot(),
@@ -48,8 +54,21 @@ export class SampleAppModule {
           guard: new ConsoleTokenGuard(config.consoleToken ?? DEFAULT_CONSOLE_TOKEN),
         }),
       ],
-      controllers: [OrdersController, OrderPlacedConsumer, CustomersController, PaymentsController, SignupsController, OutboxController, MetricsController],
-      providers: [OrdersService, DeliveryLog, DeliveryLogInterceptor, { provide: SamplePrometheus, useValue: prometheus }],
+      controllers: [
+        OrdersController,
+        OrderPlacedConsumer,
+        CustomersController,
+        PaymentsController,
+        SignupsController,
+        OutboxController,
+        MetricsController,
+      ],
+      providers: [
+        OrdersService,
+        DeliveryLog,
+        DeliveryLogInterceptor,
+        { provide: SamplePrometheus, useValue: prometheus },
+      ],
     };
   }
 }

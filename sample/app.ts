@@ -15,7 +15,10 @@ export async function createSampleApp(
   config: SampleConfig,
   options: { logger?: LoggerService | LogLevel[] | false } = {},
 ): Promise<INestApplication> {
-  const app = await NestFactory.create(SampleAppModule.forRoot(config), { logger: options.logger, abortOnError: false });
+  const app = await NestFactory.create(SampleAppModule.forRoot(config), {
+    logger: options.logger,
+    abortOnError: false,
+  });
   app.useGlobalPipes(sampleValidationPipe());
   app.useGlobalFilters(new ProblemDetailsFilter(app.getHttpAdapter()));
   app.connectMicroservice<MicroserviceOptions>(consumerOptions(config.broker));
@@ -54,13 +57,22 @@ export function consumerOptions(broker: SampleBroker): MicroserviceOptions {
     case Transport.REDIS:
       // No header channel on these transports: the outbox wraps each message in an envelope carrying its id,
       // which this deserializer unwraps (the handler gets the payload; @Idempotent() gets the id).
-      return { transport: broker.transport, options: { ...broker.options, deserializer: new OutboxEnvelopeDeserializer() } } as MicroserviceOptions;
+      return {
+        transport: broker.transport,
+        options: { ...broker.options, deserializer: new OutboxEnvelopeDeserializer() },
+      } as MicroserviceOptions;
     case Transport.RMQ:
       // Acknowledge after the handler's transaction committed, not on delivery: with auto-ack a crash mid-handler
       // loses the message, and the dedup record protects nothing.
-      return { transport: Transport.RMQ, options: { ...broker.options, noAck: false, prefetchCount: 20 } } as MicroserviceOptions;
+      return {
+        transport: Transport.RMQ,
+        options: { ...broker.options, noAck: false, prefetchCount: 20 },
+      } as MicroserviceOptions;
     case Transport.MQTT:
-      return { transport: Transport.MQTT, options: { ...broker.options, subscribeOptions: { qos: 1 } } } as MicroserviceOptions;
+      return {
+        transport: Transport.MQTT,
+        options: { ...broker.options, subscribeOptions: { qos: 1 } },
+      } as MicroserviceOptions;
     default:
       return { transport: broker.transport, options: { ...broker.options } } as MicroserviceOptions;
   }

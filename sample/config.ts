@@ -49,7 +49,9 @@ export const SAMPLE_DATA_DIR = join(__dirname, 'data');
 
 export function readSampleConfig(env: NodeJS.ProcessEnv = process.env): SampleConfig {
   const port = parsePort(env.PORT ?? '3000', 'PORT');
-  const { database, label: databaseLabel } = parseDatabaseUrl(env.DATABASE_URL ?? `sqlite:${join(SAMPLE_DATA_DIR, 'shop.sqlite')}`);
+  const { database, label: databaseLabel } = parseDatabaseUrl(
+    env.DATABASE_URL ?? `sqlite:${join(SAMPLE_DATA_DIR, 'shop.sqlite')}`,
+  );
   const broker = parseBrokerUrl(env.BROKER_URL ?? `tcp://127.0.0.1:${port + 1}`, env.BROKER_QUEUE ?? 'sample-shop');
   const consoleToken = env.CONSOLE_TOKEN ?? DEFAULT_CONSOLE_TOKEN;
   if (consoleToken.length < 8) throw new SampleConfigError('CONSOLE_TOKEN must be at least 8 characters long.');
@@ -59,7 +61,8 @@ export function readSampleConfig(env: NodeJS.ProcessEnv = process.env): SampleCo
 export function parseDatabaseUrl(raw: string): { database: DataSourceOptions; label: string } {
   if (raw.startsWith('sqlite:')) {
     const path = raw.slice('sqlite:'.length).replace(/^\/\//, '');
-    if (path.length === 0) throw new SampleConfigError('DATABASE_URL=sqlite:<path> needs a file path, e.g. sqlite:sample/data/shop.sqlite');
+    if (path.length === 0)
+      throw new SampleConfigError('DATABASE_URL=sqlite:<path> needs a file path, e.g. sqlite:sample/data/shop.sqlite');
     const file = isAbsolute(path) ? path : resolve(path);
     return { database: { type: 'better-sqlite3', database: file }, label: `SQLite ${file}` };
   }
@@ -102,7 +105,11 @@ export function parseBrokerUrl(raw: string, queue: string): SampleBroker {
     case 'redis:':
       return {
         transport: Transport.REDIS,
-        options: { host, port: Number(url.port || 6379), ...(url.password ? { password: decodeURIComponent(url.password) } : {}) },
+        options: {
+          host,
+          port: Number(url.port || 6379),
+          ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+        },
         label: `Redis ${url.host}`,
       };
     case 'mqtt:':

@@ -30,7 +30,9 @@ export async function runDemo(baseUrl: string, print: Print = console.log): Prom
   let r = await http.post('/payments', payment, payKey);
   print(`   POST /payments (key ${payKey}) → ${r.status} ${r.body.receipt}: applied, charged once`);
   r = await http.post('/payments', payment, payKey);
-  print(`   the same request again (a client retry after a timeout) → ${r.status} ${r.body.receipt}: ${replayedOrNot(r)}`);
+  print(
+    `   the same request again (a client retry after a timeout) → ${r.status} ${r.body.receipt}: ${replayedOrNot(r)}`,
+  );
   const burst = await Promise.all(Array.from({ length: 5 }, () => http.post('/payments', payment, payKey)));
   print(`   5 more retries at the same time → ${summarize(burst)}`);
   r = await http.post('/payments', { ...payment, amount: 9900 }, payKey);
@@ -44,17 +46,40 @@ export async function runDemo(baseUrl: string, print: Print = console.log): Prom
   print('');
   print('2. OrderPlaced never exists without its order (nor the order without its event)');
   const customer = `cust-${run}`;
-  r = await http.post('/orders', { customerId: customer, reference: `big-${run}`, amount: 5_000_000 }, `order-big-${run}`);
+  r = await http.post(
+    '/orders',
+    { customerId: customer, reference: `big-${run}`, amount: 5_000_000 },
+    `order-big-${run}`,
+  );
   print(`   POST /orders of 5,000,000 → ${r.status}: ${r.body.detail}`);
   print('     the order and its OrderPlaced event were written in one transaction and rolled back together');
-  const first = await http.post('/orders', { customerId: customer, reference: `ord1-${run}`, amount: 2500 }, `order-1-${run}`);
-  print(`   POST /orders of 2,500 (key order-1-${run}) → ${first.status}: order ${first.body.id} and its event committed together`);
+  const first = await http.post(
+    '/orders',
+    { customerId: customer, reference: `ord1-${run}`, amount: 2500 },
+    `order-1-${run}`,
+  );
+  print(
+    `   POST /orders of 2,500 (key order-1-${run}) → ${first.status}: order ${first.body.id} and its event committed together`,
+  );
   r = await http.post('/orders', { customerId: customer, reference: `ord1-${run}`, amount: 2500 }, `order-1-${run}`);
-  print(`   the same request again → ${r.status} order ${r.body.id}: ${replayedOrNot(r)}, no second order, no second event`);
-  const second = await http.post('/orders', { customerId: customer, reference: `ord2-${run}`, amount: 4000 }, `order-2-${run}`);
+  print(
+    `   the same request again → ${r.status} order ${r.body.id}: ${replayedOrNot(r)}, no second order, no second event`,
+  );
+  const second = await http.post(
+    '/orders',
+    { customerId: customer, reference: `ord2-${run}`, amount: 4000 },
+    `order-2-${run}`,
+  );
   print(`   POST /orders of 4,000 (key order-2-${run}) → ${second.status}: order ${second.body.id}`);
-  const totals = await waitFor(http, `/customers/${customer}`, (c) => c.orders >= 2, 'both orders to reach the consumer');
-  print(`   the consumer received exactly the two committed orders: GET /customers/${customer} → orders ${totals.orders}, totalSpent ${totals.totalSpent}`);
+  const totals = await waitFor(
+    http,
+    `/customers/${customer}`,
+    (c) => c.orders >= 2,
+    'both orders to reach the consumer',
+  );
+  print(
+    `   the consumer received exactly the two committed orders: GET /customers/${customer} → orders ${totals.orders}, totalSpent ${totals.totalSpent}`,
+  );
   r = await http.get('/outbox');
   print(`   GET /outbox → ${JSON.stringify(r.body)}`);
 
@@ -66,9 +91,13 @@ export async function runDemo(baseUrl: string, print: Print = console.log): Prom
   r = await http.post(`/orders/${first.body.id}/redeliver`, {});
   print(`   the same message is published again (as after a publisher crash between publish and mark) → ${r.status}`);
   const redelivered = await waitForDelivery(http, (d) => d.messageId === r.body.messageId, 2);
-  print(`   OrderPlaced ${redelivered[1].messageId} again: ${redelivered[1].outcome === 'skipped: already applied' ? 'already applied and skipped' : redelivered[1].outcome}`);
+  print(
+    `   OrderPlaced ${redelivered[1].messageId} again: ${redelivered[1].outcome === 'skipped: already applied' ? 'already applied and skipped' : redelivered[1].outcome}`,
+  );
   const after = (await http.get(`/customers/${customer}`)).body;
-  print(`   GET /customers/${customer} → orders ${after.orders}, totalSpent ${after.totalSpent} (${after.orders === totals.orders && after.totalSpent === totals.totalSpent ? 'unchanged' : 'CHANGED'})`);
+  print(
+    `   GET /customers/${customer} → orders ${after.orders}, totalSpent ${after.totalSpent} (${after.orders === totals.orders && after.totalSpent === totals.totalSpent ? 'unchanged' : 'CHANGED'})`,
+  );
 
   // 4 ───────────────────────────────────────────────────────────────────────────────────────────────────────
   print('');
@@ -97,7 +126,11 @@ function client(baseUrl: string) {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = 'application/json';
     if (key !== undefined) headers['idempotency-key'] = key;
-    const response = await fetch(new URL(path, baseUrl), { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const response = await fetch(new URL(path, baseUrl), {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
     const text = await response.text();
     let parsed: unknown = text;
     try {
@@ -121,24 +154,43 @@ function replayedOrNot(r: Reply): string {
 function summarize(replies: Reply[]): string {
   const groups = new Map<string, number>();
   for (const r of replies) {
-    const label = r.replayed ? `${r.status} replayed` : r.status === 409 ? '409 (the first one was still running)' : String(r.status);
+    const label = r.replayed
+      ? `${r.status} replayed`
+      : r.status === 409
+        ? '409 (the first one was still running)'
+        : String(r.status);
     groups.set(label, (groups.get(label) ?? 0) + 1);
   }
   return [...groups].map(([label, n]) => `${label} ×${n}`).join(', ');
 }
 
-async function waitFor(http: ReturnType<typeof client>, path: string, done: (body: any) => boolean, what: string): Promise<any> {
+async function waitFor(
+  http: ReturnType<typeof client>,
+  path: string,
+  done: (body: any) => boolean,
+  what: string,
+): Promise<any> {
   const deadline = Date.now() + 30_000;
   for (;;) {
     const r = await http.get(path);
     if (r.status === 200 && done(r.body)) return r.body;
-    if (Date.now() > deadline) throw new Error(`Gave up after 30 s waiting for ${what} (last answer: ${r.status} ${JSON.stringify(r.body)})`);
+    if (Date.now() > deadline)
+      throw new Error(`Gave up after 30 s waiting for ${what} (last answer: ${r.status} ${JSON.stringify(r.body)})`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
 
-async function waitForDelivery(http: ReturnType<typeof client>, match: (d: any) => boolean, count: number): Promise<any[]> {
-  const found = await waitFor(http, '/deliveries', (list: any[]) => list.filter(match).length >= count, `${count} deliveries in GET /deliveries`);
+async function waitForDelivery(
+  http: ReturnType<typeof client>,
+  match: (d: any) => boolean,
+  count: number,
+): Promise<any[]> {
+  const found = await waitFor(
+    http,
+    '/deliveries',
+    (list: any[]) => list.filter(match).length >= count,
+    `${count} deliveries in GET /deliveries`,
+  );
   return (found as any[]).filter(match);
 }
 
@@ -153,15 +205,24 @@ async function reachable(baseUrl: string): Promise<boolean> {
 
 /** Starts `npm run sample` (in its own process group, so it can be stopped with everything it spawned). */
 async function startSample(baseUrl: string, print: Print): Promise<ChildProcess> {
-  print(`No sample answers at ${baseUrl}; starting one with \`npm run sample\` (its log: sample/data/demo-sample.log) …`);
+  print(
+    `No sample answers at ${baseUrl}; starting one with \`npm run sample\` (its log: sample/data/demo-sample.log) …`,
+  );
   const { mkdirSync, openSync } = await import('node:fs');
   mkdirSync(join(__dirname, 'data'), { recursive: true });
   const log = openSync(join(__dirname, 'data', 'demo-sample.log'), 'w');
-  const child = spawn('npm', ['run', 'sample'], { cwd: join(__dirname, '..'), stdio: ['ignore', log, log], detached: true, env: process.env });
+  const child = spawn('npm', ['run', 'sample'], {
+    cwd: join(__dirname, '..'),
+    stdio: ['ignore', log, log],
+    detached: true,
+    env: process.env,
+  });
   const deadline = Date.now() + 180_000;
   while (!(await reachable(baseUrl))) {
-    if (child.exitCode !== null) throw new Error(`npm run sample exited with code ${child.exitCode}; see sample/data/demo-sample.log`);
-    if (Date.now() > deadline) throw new Error('The sample did not start within 3 minutes; see sample/data/demo-sample.log');
+    if (child.exitCode !== null)
+      throw new Error(`npm run sample exited with code ${child.exitCode}; see sample/data/demo-sample.log`);
+    if (Date.now() > deadline)
+      throw new Error('The sample did not start within 3 minutes; see sample/data/demo-sample.log');
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
   return child;

@@ -24,7 +24,10 @@ const tsc = createRequire(join(root, 'package.json')).resolve('typescript/bin/ts
 
 rmSync(out, { recursive: true, force: true });
 const compile = (project, dir) =>
-  execFileSync(process.execPath, [tsc, '-p', join(root, project), '--outDir', join(out, dir)], { cwd: root, stdio: 'inherit' });
+  execFileSync(process.execPath, [tsc, '-p', join(root, project), '--outDir', join(out, dir)], {
+    cwd: root,
+    stdio: 'inherit',
+  });
 compile('tsconfig.build.json', 'cjs');
 compile('tsconfig.build.esm.json', 'esm');
 
@@ -53,7 +56,10 @@ function rewrite(dir) {
     if (statSync(file).isDirectory()) rewrite(file);
     else if (name.endsWith('.js') || name.endsWith('.d.ts')) {
       const text = readFileSync(file, 'utf8');
-      const next = text.replace(SPECIFIER, (_m, lead, quote, spec) => `${lead}${quote}${withExtension(file, spec)}${quote}`);
+      const next = text.replace(
+        SPECIFIER,
+        (_m, lead, quote, spec) => `${lead}${quote}${withExtension(file, spec)}${quote}`,
+      );
       if (next !== text) writeFileSync(file, next);
     }
   }

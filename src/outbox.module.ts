@@ -51,7 +51,10 @@ export class OutboxModule extends OutboxConfigurableModule {
     const { dataSourceName, ...module } = definition;
     return {
       ...module,
-      imports: [...(module.imports ?? []), TypeOrmModule.forFeature([OutboxMessage, OutboxKeyLock, IdempotencyRecord, OutboxAttempt], dataSourceName)],
+      imports: [
+        ...(module.imports ?? []),
+        TypeOrmModule.forFeature([OutboxMessage, OutboxKeyLock, IdempotencyRecord, OutboxAttempt], dataSourceName),
+      ],
       providers: [
         ...(module.providers ?? []),
         {
@@ -73,7 +76,15 @@ export class OutboxModule extends OutboxConfigurableModule {
         OutboxCleanupScheduler,
         OutboxMetrics,
       ],
-      exports: [OutboxService, OutboxHealthIndicator, IdempotencyService, OutboxPublisher, OutboxCleanupRegistry, OutboxDeadLetters, OutboxCleanupScheduler],
+      exports: [
+        OutboxService,
+        OutboxHealthIndicator,
+        IdempotencyService,
+        OutboxPublisher,
+        OutboxCleanupRegistry,
+        OutboxDeadLetters,
+        OutboxCleanupScheduler,
+      ],
     };
   }
 }

@@ -23,8 +23,16 @@ describe('resolveOutboxOptions', () => {
   });
 
   it.each([
-    ['a negative history limit', { retry: { historyLimit: -1 } }, /`retry\.historyLimit` must be between 0 and 1000, got -1/],
-    ['a history limit above 1000', { retry: { historyLimit: 1001 } }, /`retry\.historyLimit` must be between 0 and 1000/],
+    [
+      'a negative history limit',
+      { retry: { historyLimit: -1 } },
+      /`retry\.historyLimit` must be between 0 and 1000, got -1/,
+    ],
+    [
+      'a history limit above 1000',
+      { retry: { historyLimit: 1001 } },
+      /`retry\.historyLimit` must be between 0 and 1000/,
+    ],
     ['a fractional history limit', { retry: { historyLimit: 2.5 } }, /`retry\.historyLimit` must be an integer/],
     ['an empty instance id', { publisher: { instanceId: '' } }, /`publisher\.instanceId` must be a non-empty string/],
     ['a 256-character instance id', { publisher: { instanceId: 'x'.repeat(256) } }, /at most 255 characters/],
@@ -57,20 +65,48 @@ describe('resolveOutboxOptions', () => {
   it.each([
     ['a missing client', {}, /`client` is missing.*ClientsModule\.register/],
     ['an empty client token', { client: '' }, /`client` must be an injection token/],
-    ['a batch size of 0', { client: 'B', publisher: { batchSize: 0 } }, /`publisher\.batchSize` must be between 1 and 10000, got 0/],
-    ['a fractional batch size', { client: 'B', publisher: { batchSize: 1.5 } }, /`publisher\.batchSize` must be an integer/],
-    ['a string "false" for a boolean', { client: 'B', publisher: { enabled: 'false' } }, /`publisher\.enabled` must be a boolean, got the string "false".*not a string/],
-    ['a string number', { client: 'B', publisher: { pollingInterval: '1000' } }, /`publisher\.pollingInterval` must be a finite number.*Number\(\)/],
+    [
+      'a batch size of 0',
+      { client: 'B', publisher: { batchSize: 0 } },
+      /`publisher\.batchSize` must be between 1 and 10000, got 0/,
+    ],
+    [
+      'a fractional batch size',
+      { client: 'B', publisher: { batchSize: 1.5 } },
+      /`publisher\.batchSize` must be an integer/,
+    ],
+    [
+      'a string "false" for a boolean',
+      { client: 'B', publisher: { enabled: 'false' } },
+      /`publisher\.enabled` must be a boolean, got the string "false".*not a string/,
+    ],
+    [
+      'a string number',
+      { client: 'B', publisher: { pollingInterval: '1000' } },
+      /`publisher\.pollingInterval` must be a finite number.*Number\(\)/,
+    ],
     ['NaN', { client: 'B', publisher: { publishTimeout: NaN } }, /`publisher\.publishTimeout` must be a finite number/],
-    ['a lease shorter than the publish timeout', { client: 'B', publisher: { publishTimeout: 5000, leaseDuration: 5500 } }, /`publisher\.leaseDuration` .* must exceed publisher\.publishTimeout/],
+    [
+      'a lease shorter than the publish timeout',
+      { client: 'B', publisher: { publishTimeout: 5000, leaseDuration: 5500 } },
+      /`publisher\.leaseDuration` .* must exceed publisher\.publishTimeout/,
+    ],
     ['an unknown option', { client: 'B', pollingInterval: 5 }, /`pollingInterval` is not a known option.*publisher/],
-    ['an unknown publisher option', { client: 'B', publisher: { batchsize: 5 } }, /`publisher\.batchsize` is not a known option.*batchSize/],
+    [
+      'an unknown publisher option',
+      { client: 'B', publisher: { batchsize: 5 } },
+      /`publisher\.batchsize` is not a known option.*batchSize/,
+    ],
     ['an unknown transport', { client: 'B', transport: 'amqp' }, /`transport` must be one of auto, rmq/],
     ['publisher not an object', { client: 'B', publisher: true }, /`publisher` must be an object/],
     ['maxAttempts 0', { client: 'B', retry: { maxAttempts: 0 } }, /`retry\.maxAttempts` must be at least 1/],
     ['jitter above 1', { client: 'B', retry: { jitter: 2 } }, /`retry\.jitter` must be between 0 and 1/],
     ['a string schemaCheck', { client: 'B', schemaCheck: 'false' }, /`schemaCheck` must be a boolean, got the str/],
-    ['maxDelay below initialDelay', { client: 'B', retry: { initialDelay: 5000, maxDelay: 100 } }, /`retry\.maxDelay`.*below retry\.initialDelay/],
+    [
+      'maxDelay below initialDelay',
+      { client: 'B', retry: { initialDelay: 5000, maxDelay: 100 } },
+      /`retry\.maxDelay`.*below retry\.initialDelay/,
+    ],
   ])('rejects %s with OutboxConfigurationError naming the option and the fix', (_label, options, message) => {
     expect(() => resolveOutboxOptions(options as never)).toThrow(OutboxConfigurationError);
     expect(() => resolveOutboxOptions(options as never)).toThrow(message);

@@ -10,7 +10,15 @@ import {
   ResolvedOutboxOptions,
 } from './outbox.options';
 
-const TRANSPORTS: ReadonlyArray<OutboxTransportName | 'auto'> = ['auto', 'rmq', 'tcp', 'nats', 'mqtt', 'redis', 'kafka'];
+const TRANSPORTS: ReadonlyArray<OutboxTransportName | 'auto'> = [
+  'auto',
+  'rmq',
+  'tcp',
+  'nats',
+  'mqtt',
+  'redis',
+  'kafka',
+];
 
 function fail(path: string, problem: string, fix: string): never {
   throw new OutboxConfigurationError(`OutboxModule option \`${path}\` ${problem}. ${fix}`);
@@ -42,7 +50,11 @@ function checkKnownKeys(path: string, value: Record<string, unknown>, known: rea
 function checkBoolean(path: string, value: unknown, fallback: boolean): boolean {
   if (value === undefined) return fallback;
   if (typeof value !== 'boolean') {
-    fail(path, `must be a boolean, got ${describe(value)}`, `Pass \`true\` or \`false\` (not a string); convert environment variables before passing them.`);
+    fail(
+      path,
+      `must be a boolean, got ${describe(value)}`,
+      `Pass \`true\` or \`false\` (not a string); convert environment variables before passing them.`,
+    );
   }
   return value;
 }
@@ -55,9 +67,14 @@ function checkNumber(
 ): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isFinite(value)) {
-    fail(path, `must be a finite number, got ${describe(value)}`, `Pass a number such as ${fallback} (the default); convert environment variables with Number().`);
+    fail(
+      path,
+      `must be a finite number, got ${describe(value)}`,
+      `Pass a number such as ${fallback} (the default); convert environment variables with Number().`,
+    );
   }
-  if (integer && !Number.isInteger(value)) fail(path, `must be an integer, got ${value}`, `Pass a whole number such as ${fallback}.`);
+  if (integer && !Number.isInteger(value))
+    fail(path, `must be an integer, got ${value}`, `Pass a whole number such as ${fallback}.`);
   if (value < min || (max !== undefined && value > max)) {
     const range = max === undefined ? `at least ${min}` : `between ${min} and ${max}`;
     fail(path, `must be ${range}, got ${value}`, `Pass a value ${range}; the default is ${fallback}.`);
@@ -72,7 +89,14 @@ function checkNumber(
 export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): ResolvedOutboxOptions {
   const raw = checkObject('options', input ?? {});
   checkKnownKeys('', raw, [
-    'client', 'transport', 'publisher', 'retry', 'cleanup', 'idempotency', 'transactions', 'schemaCheck',
+    'client',
+    'transport',
+    'publisher',
+    'retry',
+    'cleanup',
+    'idempotency',
+    'transactions',
+    'schemaCheck',
     'metrics',
   ]);
   const pub = checkObject('publisher', raw.publisher);
@@ -86,12 +110,25 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
 
   const publisher = {
     enabled: checkBoolean('publisher.enabled', pub.enabled, d.enabled),
-    pollingInterval: checkNumber('publisher.pollingInterval', pub.pollingInterval, d.pollingInterval, { min: 10, integer: true }),
+    pollingInterval: checkNumber('publisher.pollingInterval', pub.pollingInterval, d.pollingInterval, {
+      min: 10,
+      integer: true,
+    }),
     batchSize: checkNumber('publisher.batchSize', pub.batchSize, d.batchSize, { min: 1, max: 10_000, integer: true }),
-    publishTimeout: checkNumber('publisher.publishTimeout', pub.publishTimeout, d.publishTimeout, { min: 10, integer: true }),
-    leaseDuration: checkNumber('publisher.leaseDuration', pub.leaseDuration, d.leaseDuration, { min: 1000, integer: true }),
+    publishTimeout: checkNumber('publisher.publishTimeout', pub.publishTimeout, d.publishTimeout, {
+      min: 10,
+      integer: true,
+    }),
+    leaseDuration: checkNumber('publisher.leaseDuration', pub.leaseDuration, d.leaseDuration, {
+      min: 1000,
+      integer: true,
+    }),
     notify: checkBoolean('publisher.notify', pub.notify, d.notify),
-    maxBatchesInFlight: checkNumber('publisher.maxBatchesInFlight', pub.maxBatchesInFlight, d.maxBatchesInFlight, { min: 1, max: 64, integer: true }),
+    maxBatchesInFlight: checkNumber('publisher.maxBatchesInFlight', pub.maxBatchesInFlight, d.maxBatchesInFlight, {
+      min: 1,
+      max: 64,
+      integer: true,
+    }),
     instanceId: checkInstanceId(pub.instanceId, d.instanceId),
   };
   if (pub.leaseDuration === undefined && publisher.leaseDuration < publisher.publishTimeout + 1000) {
@@ -118,7 +155,11 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
     }),
   };
   if (retryOptions.maxDelay < retryOptions.initialDelay) {
-    fail('retry.maxDelay', `(${retryOptions.maxDelay}) is below retry.initialDelay (${retryOptions.initialDelay})`, 'Make maxDelay at least initialDelay.');
+    fail(
+      'retry.maxDelay',
+      `(${retryOptions.maxDelay}) is below retry.initialDelay (${retryOptions.initialDelay})`,
+      'Make maxDelay at least initialDelay.',
+    );
   }
 
   const c = DEFAULT_CLEANUP_OPTIONS;
@@ -132,16 +173,23 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
 
   const transport = raw.transport ?? 'auto';
   if (!TRANSPORTS.includes(transport as OutboxTransportName)) {
-    fail('transport', `must be one of ${TRANSPORTS.join(', ')}, got ${describe(transport)}`, "Leave it out to detect the transport from the client, or name it, e.g. 'rmq'.");
+    fail(
+      'transport',
+      `must be one of ${TRANSPORTS.join(', ')}, got ${describe(transport)}`,
+      "Leave it out to detect the transport from the client, or name it, e.g. 'rmq'.",
+    );
   }
 
   const client = raw.client as ResolvedOutboxOptions['client'];
   if (publisher.enabled) {
-    const ok = typeof client === 'string' ? client.length > 0 : typeof client === 'symbol' || typeof client === 'function';
+    const ok =
+      typeof client === 'string' ? client.length > 0 : typeof client === 'symbol' || typeof client === 'function';
     if (!ok) {
       fail(
         'client',
-        client === undefined ? 'is missing' : `must be an injection token (string, symbol or class), got ${describe(client)}`,
+        client === undefined
+          ? 'is missing'
+          : `must be an injection token (string, symbol or class), got ${describe(client)}`,
         "Register a ClientProxy with ClientsModule.register([{ name: 'BROKER', transport: Transport.RMQ, options }]) and pass `client: 'BROKER'`, or set `publisher: { enabled: false }` in processes that do not publish.",
       );
     }
@@ -184,7 +232,12 @@ function checkTransactions(value: unknown): ResolvedOutboxOptions['transactions'
   if (value === undefined) return 'builtin';
   if (value === 'builtin' || value === 'cls') return value;
   const source = value as { current?: unknown; run?: unknown };
-  if (typeof value === 'object' && value !== null && typeof source.current === 'function' && typeof source.run === 'function') {
+  if (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof source.current === 'function' &&
+    typeof source.run === 'function'
+  ) {
     return value as ResolvedOutboxOptions['transactions'];
   }
   fail(

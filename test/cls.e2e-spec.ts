@@ -48,97 +48,105 @@ class OrdersService {
 const clsImports = [
   ClsModule.forRoot({
     global: true,
-    plugins: [new ClsPluginTransactional({ adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }) })],
+    plugins: [
+      new ClsPluginTransactional({
+        adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }),
+      }),
+    ],
   }),
 ];
 
 const kinds: DatabaseKind[] = ['sqlite', 'postgres'];
 
 for (const kind of kinds) {
-  describeWith(servicesOf(kind), `transactions: 'cls' (@nestjs-cls/transactional + TypeORM adapter) on ${DATABASE_LABEL[kind]}`, () => {
-    let outbox: OutboxService;
-    let orders: OrdersService;
-    let txHost: TransactionHost<TransactionalAdapterTypeOrm>;
-    let ds: DataSource;
-    const fx = useOutboxApp(kind, {
-      imports: clsImports,
-      providers: [OrdersService],
-      outbox: { transactions: 'cls', publisher: { enabled: false } },
-    });
+  describeWith(
+    servicesOf(kind),
+    `transactions: 'cls' (@nestjs-cls/transactional + TypeORM adapter) on ${DATABASE_LABEL[kind]}`,
+    () => {
+      let outbox: OutboxService;
+      let orders: OrdersService;
+      let txHost: TransactionHost<TransactionalAdapterTypeOrm>;
+      let ds: DataSource;
+      const fx = useOutboxApp(kind, {
+        imports: clsImports,
+        providers: [OrdersService],
+        outbox: { transactions: 'cls', publisher: { enabled: false } },
+      });
 
-    beforeAll(() => {
-      ({ outbox, dataSource: ds } = fx);
-      orders = fx.app.get(OrdersService);
-      txHost = fx.app.get(TransactionHost);
-    });
+      beforeAll(() => {
+        ({ outbox, dataSource: ds } = fx);
+        orders = fx.app.get(OrdersService);
+        txHost = fx.app.get(TransactionHost);
+      });
 
-    beforeEach(async () => {
-      await ds.createQueryBuilder().delete().from(OutboxMessage).execute();
-      await ds.getRepository(TestOrder).clear();
-    });
+      beforeEach(async () => {
+        await ds.createQueryBuilder().delete().from(OutboxMessage).execute();
+        await ds.getRepository(TestOrder).clear();
+      });
 
-    const counts = async () => ({
-      orders: await ds.getRepository(TestOrder).count(),
-      events: await ds.getRepository(OutboxMessage).count(),
-    });
+      const counts = async () => ({
+        orders: await ds.getRepository(TestOrder).count(),
+        events: await ds.getRepository(OutboxMessage).count(),
+      });
 
-    it('emit() inside a @Transactional() method commits with the business row', async () => {
-      const id = await orders.place('A-1');
-      expect(await counts()).toEqual({ orders: 1, events: 1 });
-      expect((await ds.getRepository(OutboxMessage).findOneByOrFail({ messageId: id })).pattern).toBe('OrderPlaced');
-    });
+      it('emit() inside a @Transactional() method commits with the business row', async () => {
+        const id = await orders.place('A-1');
+        expect(await counts()).toEqual({ orders: 1, events: 1 });
+        expect((await ds.getRepository(OutboxMessage).findOneByOrFail({ messageId: id })).pattern).toBe('OrderPlaced');
+      });
 
-    it('a @Transactional() method that throws after emit() rolls back the row and the event', async () => {
-      await expect(orders.place('A-2', true)).rejects.toThrow('payment declined');
-      expect(await counts()).toEqual({ orders: 0, events: 0 });
-    });
+      it('a @Transactional() method that throws after emit() rolls back the row and the event', async () => {
+        await expect(orders.place('A-2', true)).rejects.toThrow('payment declined');
+        expect(await counts()).toEqual({ orders: 0, events: 0 });
+      });
 
-    it('nested @Transactional() methods share one transaction: an outer throw rolls back every emit()', async () => {
-      await expect(orders.placeTwiceThenFail()).rejects.toThrow('second thoughts');
-      expect(await counts()).toEqual({ orders: 0, events: 0 });
-    });
+      it('nested @Transactional() methods share one transaction: an outer throw rolls back every emit()', async () => {
+        await expect(orders.placeTwiceThenFail()).rejects.toThrow('second thoughts');
+        expect(await counts()).toEqual({ orders: 0, events: 0 });
+      });
 
-    it('outbox.manager is TransactionHost.tx inside txHost.withTransaction(), and a rollback drops the event', async () => {
-      await expect(
-        txHost.withTransaction(async () => {
-          expect(outbox.inTransaction).toBe(true);
-          expect(outbox.manager).toBe(txHost.tx);
-          await outbox.manager.save(TestOrder, { reference: 'A-3', amount: 1 });
-          await outbox.emit('OrderPlaced', {});
-          throw new Error('abort');
-        }),
-      ).rejects.toThrow('abort');
-      expect(await counts()).toEqual({ orders: 0, events: 0 });
-    });
+      it('outbox.manager is TransactionHost.tx inside txHost.withTransaction(), and a rollback drops the event', async () => {
+        await expect(
+          txHost.withTransaction(async () => {
+            expect(outbox.inTransaction).toBe(true);
+            expect(outbox.manager).toBe(txHost.tx);
+            await outbox.manager.save(TestOrder, { reference: 'A-3', amount: 1 });
+            await outbox.emit('OrderPlaced', {});
+            throw new Error('abort');
+          }),
+        ).rejects.toThrow('abort');
+        expect(await counts()).toEqual({ orders: 0, events: 0 });
+      });
 
-    it('outbox.transaction() opens a TransactionHost transaction that @Transactional() methods join', async () => {
-      await expect(
-        outbox.transaction(async (manager) => {
-          expect(txHost.isTransactionActive()).toBe(true);
-          expect(manager).toBe(txHost.tx);
-          await orders.place('A-4');
+      it('outbox.transaction() opens a TransactionHost transaction that @Transactional() methods join', async () => {
+        await expect(
+          outbox.transaction(async (manager) => {
+            expect(txHost.isTransactionActive()).toBe(true);
+            expect(manager).toBe(txHost.tx);
+            await orders.place('A-4');
+            await outbox.emit('AlsoHere', {});
+            throw new Error('undo all');
+          }),
+        ).rejects.toThrow('undo all');
+        expect(await counts()).toEqual({ orders: 0, events: 0 });
+
+        await outbox.transaction(async () => {
+          await orders.place('A-5');
           await outbox.emit('AlsoHere', {});
-          throw new Error('undo all');
-        }),
-      ).rejects.toThrow('undo all');
-      expect(await counts()).toEqual({ orders: 0, events: 0 });
-
-      await outbox.transaction(async () => {
-        await orders.place('A-5');
-        await outbox.emit('AlsoHere', {});
+        });
+        expect(await counts()).toEqual({ orders: 1, events: 2 });
       });
-      expect(await counts()).toEqual({ orders: 1, events: 2 });
-    });
 
-    it('emit() and manager outside any transaction still throw OutboxNoTransactionError', async () => {
-      await expect(outbox.emit('OrderPlaced', {})).rejects.toBeInstanceOf(OutboxNoTransactionError);
-      expect(() => outbox.manager).toThrow(OutboxNoTransactionError);
-      await txHost.withoutTransaction(async () => {
+      it('emit() and manager outside any transaction still throw OutboxNoTransactionError', async () => {
         await expect(outbox.emit('OrderPlaced', {})).rejects.toBeInstanceOf(OutboxNoTransactionError);
+        expect(() => outbox.manager).toThrow(OutboxNoTransactionError);
+        await txHost.withoutTransaction(async () => {
+          await expect(outbox.emit('OrderPlaced', {})).rejects.toBeInstanceOf(OutboxNoTransactionError);
+        });
+        expect(await counts()).toEqual({ orders: 0, events: 0 });
       });
-      expect(await counts()).toEqual({ orders: 0, events: 0 });
-    });
-  });
+    },
+  );
 }
 
 /** A transaction manager of the app's own, plugged in through the `OutboxTransactionSource` interface. */
@@ -156,7 +164,9 @@ class OwnTransactions implements OutboxTransactionSource {
   async run<T>(dataSource: DataSource, work: (manager: EntityManager) => Promise<T>): Promise<T> {
     const outer = this.current(dataSource);
     if (outer) return work(outer.manager);
-    return dataSource.transaction((manager) => this.storage.run({ dataSource, manager, afterCommit: [] }, () => work(manager)));
+    return dataSource.transaction((manager) =>
+      this.storage.run({ dataSource, manager, afterCommit: [] }, () => work(manager)),
+    );
   }
 }
 
@@ -182,14 +192,20 @@ describe(`transactions: a custom OutboxTransactionSource on ${DATABASE_LABEL.sql
   });
 });
 
-describe("transactions option validation (SQLite (better-sqlite3))", () => {
+describe('transactions option validation (SQLite (better-sqlite3))', () => {
   const fx = useTestDatabase('sqlite');
 
   it("'cls' without ClsPluginTransactional fails at startup naming the fix", async () => {
-    const moduleRef = await createOutboxTestingModule({ db: fx.db, outbox: { transactions: 'cls', publisher: { enabled: false } } });
+    const moduleRef = await createOutboxTestingModule({
+      db: fx.db,
+      outbox: { transactions: 'cls', publisher: { enabled: false } },
+    });
     const app = moduleRef.createNestApplication();
     try {
-      const error = await app.init().then(() => undefined, (e: unknown) => e);
+      const error = await app.init().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(error).toBeInstanceOf(OutboxConfigurationError);
       expect((error as Error).message).toMatch(/ClsPluginTransactional/);
     } finally {
@@ -197,12 +213,12 @@ describe("transactions option validation (SQLite (better-sqlite3))", () => {
     }
   });
 
-  it.each([['a misspelled name', 'nestjs-cls'], ['an object without current()/run()', {}]])(
-    '%s → OutboxConfigurationError naming `transactions`',
-    (_label, value) => {
-      expect(() => resolveOutboxOptions({ client: 'BROKER', transactions: value as 'cls' })).toThrow(
-        /option `transactions` must be 'builtin', 'cls' or an OutboxTransactionSource/,
-      );
-    },
-  );
+  it.each([
+    ['a misspelled name', 'nestjs-cls'],
+    ['an object without current()/run()', {}],
+  ])('%s → OutboxConfigurationError naming `transactions`', (_label, value) => {
+    expect(() => resolveOutboxOptions({ client: 'BROKER', transactions: value as 'cls' })).toThrow(
+      /option `transactions` must be 'builtin', 'cls' or an OutboxTransactionSource/,
+    );
+  });
 });

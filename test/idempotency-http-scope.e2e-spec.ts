@@ -183,7 +183,7 @@ for (const kind of kinds) {
         expect(await scopesOf(key)).toEqual(['7', 'auth0|carol']);
       });
 
-      it("no principal: the empty scope (a retry replays), with one warning per route", async () => {
+      it('no principal: the empty scope (a retry replays), with one warning per route', async () => {
         const key = newKey();
         const body = { reference: `OPEN-${key}`, amount: 1 };
         const first = await post('/open/orders', body, key);

@@ -16,7 +16,14 @@ import { Exclude } from 'class-transformer';
 import { IsInt, IsString, Min } from 'class-validator';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
-import { IdempotencyKey, IdempotencyRecord, Idempotent, OutboxConfigurationError, OutboxMessage, OutboxService } from '../src';
+import {
+  IdempotencyKey,
+  IdempotencyRecord,
+  Idempotent,
+  OutboxConfigurationError,
+  OutboxMessage,
+  OutboxService,
+} from '../src';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
@@ -110,7 +117,9 @@ class OrdersController {
   @Post('optional')
   @Idempotent({ required: false })
   async optional(@Body() dto: CreateOrderDto) {
-    const order = await this.outbox.transaction((manager) => manager.save(TestOrder, { reference: dto.reference, amount: dto.amount }));
+    const order = await this.outbox.transaction((manager) =>
+      manager.save(TestOrder, { reference: dto.reference, amount: dto.amount }),
+    );
     return { id: order.id };
   }
 
@@ -167,8 +176,15 @@ for (const kind of kinds) {
 
       beforeAll(async () => {
         db = await createTestDatabase(kind);
-        const moduleRef = await createOutboxTestingModule({ db, controllers: [OrdersController, GuardedController], outbox: { publisher: { enabled: false } } });
-        app = platform === 'express' ? moduleRef.createNestApplication({ logger: false }) : moduleRef.createNestApplication(new FastifyAdapter(), { logger: false });
+        const moduleRef = await createOutboxTestingModule({
+          db,
+          controllers: [OrdersController, GuardedController],
+          outbox: { publisher: { enabled: false } },
+        });
+        app =
+          platform === 'express'
+            ? moduleRef.createNestApplication({ logger: false })
+            : moduleRef.createNestApplication(new FastifyAdapter(), { logger: false });
         app.useGlobalPipes(new ValidationPipe({ whitelist: true }));
         app.useGlobalInterceptors(new ClassSerializerInterceptor(app.get(Reflector)));
         await app.listen(0, '127.0.0.1');
@@ -201,7 +217,11 @@ for (const kind of kinds) {
         expect(first.body).toEqual({ id: expect.any(Number), reference: `A-${key}`, amount: 25, key });
 
         // Same body with its keys in another order: the same request.
-        const again = await request(url).post('/orders').set('Idempotency-Key', key).set('Content-Type', 'application/json').send(`{"amount":25,"reference":"A-${key}"}`);
+        const again = await request(url)
+          .post('/orders')
+          .set('Idempotency-Key', key)
+          .set('Content-Type', 'application/json')
+          .send(`{"amount":25,"reference":"A-${key}"}`);
         expect(again.status).toBe(201);
         expect(again.headers['idempotent-replayed']).toBe('true');
         expect(again.body).toEqual(first.body);
@@ -224,7 +244,12 @@ for (const kind of kinds) {
         const reused = await post('/orders', { reference: `C-${key}`, amount: 11 }, key);
         expect(reused.status).toBe(422);
         expect(reused.headers['content-type']).toMatch(/^application\/problem\+json/);
-        expect(reused.body).toMatchObject({ status: 422, code: 'idempotency-key-reused', title: expect.any(String), detail: expect.stringContaining('new key') });
+        expect(reused.body).toMatchObject({
+          status: 422,
+          code: 'idempotency-key-reused',
+          title: expect.any(String),
+          detail: expect.stringContaining('new key'),
+        });
         // Same key on another route is another request too.
         expect((await post('/orders/view', { reference: `C-${key}`, amount: 10 }, key)).status).toBe(422);
         expect(state.runs).toBe(1);
@@ -234,7 +259,11 @@ for (const kind of kinds) {
         const missing = await post('/orders', { reference: 'D', amount: 1 });
         expect(missing.status).toBe(400);
         expect(missing.headers['content-type']).toMatch(/^application\/problem\+json/);
-        expect(missing.body).toMatchObject({ status: 400, code: 'idempotency-key-missing', detail: expect.stringContaining('Idempotency-Key') });
+        expect(missing.body).toMatchObject({
+          status: 400,
+          code: 'idempotency-key-missing',
+          detail: expect.stringContaining('Idempotency-Key'),
+        });
         const empty = await post('/orders', { reference: 'D', amount: 1 }, '');
         expect(empty.status).toBe(400);
         expect(empty.body.code).toBe('idempotency-key-invalid');
@@ -294,7 +323,9 @@ for (const kind of kinds) {
         expect((await post('/orders/optional', { reference, amount: 3 })).status).toBe(201);
         const key = newKey();
         expect((await post('/orders/optional', { reference, amount: 3 }, key)).status).toBe(201);
-        expect((await post('/orders/optional', { reference, amount: 3 }, key)).headers['idempotent-replayed']).toBe('true');
+        expect((await post('/orders/optional', { reference, amount: 3 }, key)).headers['idempotent-replayed']).toBe(
+          'true',
+        );
         expect(await orders(reference)).toBe(2);
       });
 
@@ -361,7 +392,9 @@ for (const kind of kinds) {
       it('keeps scopes apart: the same key under two tenants is two records, and neither sees the other’s response', async () => {
         const key = newKey();
         const acme = await post('/orders/tenant', { reference: `I-acme`, amount: 1 }, key, { 'x-tenant': 'acme' });
-        const globex = await post('/orders/tenant', { reference: `I-globex`, amount: 1 }, key, { 'x-tenant': 'globex' });
+        const globex = await post('/orders/tenant', { reference: `I-globex`, amount: 1 }, key, {
+          'x-tenant': 'globex',
+        });
         expect(acme.status).toBe(201);
         expect(globex.status).toBe(201);
         expect(globex.headers['idempotent-replayed']).toBeUndefined();

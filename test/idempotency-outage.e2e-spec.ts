@@ -38,85 +38,101 @@ class OrdersController {
 const kinds: DatabaseKind[] = ['postgres', 'mariadb'];
 
 for (const kind of kinds) {
-  describeWith(servicesOf(kind), `@Idempotent() while ${DATABASE_LABEL[kind]} is unreachable (path cut by a TCP proxy)`, () => {
-    let db: TestDatabase;
-    let proxy: TcpProxy;
-    let app: INestApplication;
-    let ds: DataSource;
-    let url: string;
-    const unique = `${Date.now().toString(36)}`;
+  describeWith(
+    servicesOf(kind),
+    `@Idempotent() while ${DATABASE_LABEL[kind]} is unreachable (path cut by a TCP proxy)`,
+    () => {
+      let db: TestDatabase;
+      let proxy: TcpProxy;
+      let app: INestApplication;
+      let ds: DataSource;
+      let url: string;
+      const unique = `${Date.now().toString(36)}`;
 
-    beforeAll(async () => {
-      const real = await createTestDatabase(kind);
-      const service = SERVICES[kind === 'postgres' ? 'postgres' : 'mariadb'];
-      proxy = await new TcpProxy(service.host, service.port).start();
-      db = { ...real, options: { ...real.options, port: proxy.port } as any };
-      const moduleRef = await createOutboxTestingModule({ db, controllers: [OrdersController], outbox: { publisher: { enabled: false }, cleanup: { enabled: false } } });
-      app = moduleRef.createNestApplication({ logger: false });
-      await app.listen(0, '127.0.0.1');
-      url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
-      ds = app.get(DataSource);
-    });
+      beforeAll(async () => {
+        const real = await createTestDatabase(kind);
+        const service = SERVICES[kind === 'postgres' ? 'postgres' : 'mariadb'];
+        proxy = await new TcpProxy(service.host, service.port).start();
+        db = { ...real, options: { ...real.options, port: proxy.port } as any };
+        const moduleRef = await createOutboxTestingModule({
+          db,
+          controllers: [OrdersController],
+          outbox: { publisher: { enabled: false }, cleanup: { enabled: false } },
+        });
+        app = moduleRef.createNestApplication({ logger: false });
+        await app.listen(0, '127.0.0.1');
+        url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+        ds = app.get(DataSource);
+      });
 
-    afterAll(async () => {
-      proxy?.restore();
-      await app?.close();
-      await proxy?.stop();
-      await db?.drop();
-    });
+      afterAll(async () => {
+        proxy?.restore();
+        await app?.close();
+        await proxy?.stop();
+        await db?.drop();
+      });
 
-    const post = (path: string, key: string) => request(url).post(path).set('Idempotency-Key', key).send({ reference: `${unique}-${key}` });
-    const expect503 = (r: request.Response) => {
-      expect(r.status).toBe(503);
-      expect(r.headers['content-type']).toMatch(/^application\/problem\+json/);
-      expect(r.headers['retry-after']).toBe('1');
-      expect(JSON.parse(r.text)).toMatchObject({ status: 503, title: 'Service Unavailable', code: 'database-unavailable' });
-    };
-    /** The first 201 after the path is restored (the pool replaces its dead connections). */
-    const recovered = async (path: string, key: string) => {
-      let last: request.Response | undefined;
-      await waitFor(async () => (last = await post(path, key)).status !== 503, `a non-503 answer for ${key}`, 20_000);
-      return last!;
-    };
+      const post = (path: string, key: string) =>
+        request(url)
+          .post(path)
+          .set('Idempotency-Key', key)
+          .send({ reference: `${unique}-${key}` });
+      const expect503 = (r: request.Response) => {
+        expect(r.status).toBe(503);
+        expect(r.headers['content-type']).toMatch(/^application\/problem\+json/);
+        expect(r.headers['retry-after']).toBe('1');
+        expect(JSON.parse(r.text)).toMatchObject({
+          status: 503,
+          title: 'Service Unavailable',
+          code: 'database-unavailable',
+        });
+      };
+      /** The first 201 after the path is restored (the pool replaces its dead connections). */
+      const recovered = async (path: string, key: string) => {
+        let last: request.Response | undefined;
+        await waitFor(async () => (last = await post(path, key)).status !== 503, `a non-503 answer for ${key}`, 20_000);
+        return last!;
+      };
 
-    it('answers 503 problem+json with Retry-After when the key cannot be taken; the same key succeeds once the database is back', async () => {
-      expect((await post('/orders', 'before')).status).toBe(201);
-      proxy.cut();
-      try {
-        expect503(await post('/orders', 'down'));
-        expect503(await post('/orders', 'down'));
-      } finally {
-        proxy.restore();
-      }
-      const retried = await recovered('/orders', 'down');
-      expect(retried.status).toBe(201);
-      expect(retried.headers['idempotent-replayed']).toBeUndefined();
-      expect(await ds.getRepository(TestOrder).countBy({ reference: `${unique}-down` })).toBe(1);
-    });
+      it('answers 503 problem+json with Retry-After when the key cannot be taken; the same key succeeds once the database is back', async () => {
+        expect((await post('/orders', 'before')).status).toBe(201);
+        proxy.cut();
+        try {
+          expect503(await post('/orders', 'down'));
+          expect503(await post('/orders', 'down'));
+        } finally {
+          proxy.restore();
+        }
+        const retried = await recovered('/orders', 'down');
+        expect(retried.status).toBe(201);
+        expect(retried.headers['idempotent-replayed']).toBeUndefined();
+        expect(await ds.getRepository(TestOrder).countBy({ reference: `${unique}-down` })).toBe(1);
+      });
 
-    it('answers 503 when the connection is lost inside the handler; nothing was applied, so the retry runs it once', async () => {
-      let release!: () => void;
-      held.gate = new Promise<void>((resolve) => (release = resolve));
-      held.entered = 0;
-      const pending = post('/orders/held', 'mid');
-      const answer = pending.then((r) => r);
-      await waitFor(async () => held.entered === 1, 'the handler to write once', 10_000);
-      proxy.cut();
-      release();
-      try {
-        expect503(await answer);
-      } finally {
-        proxy.restore();
-      }
-      held.gate = Promise.resolve();
-      const retried = await recovered('/orders/held', 'mid');
-      expect(retried.status).toBe(201);
-      expect(retried.headers['idempotent-replayed']).toBeUndefined();
-      expect(await ds.getRepository(TestOrder).countBy({ reference: `${unique}-mid` })).toBe(1);
-      expect(await ds.getRepository(IdempotencyRecord).countBy({ key: 'mid' })).toBe(1);
-      const replay = await post('/orders/held', 'mid');
-      expect(replay.status).toBe(201);
-      expect(replay.headers['idempotent-replayed']).toBe('true');
-    });
-  });
+      it('answers 503 when the connection is lost inside the handler; nothing was applied, so the retry runs it once', async () => {
+        let release!: () => void;
+        held.gate = new Promise<void>((resolve) => (release = resolve));
+        held.entered = 0;
+        const pending = post('/orders/held', 'mid');
+        const answer = pending.then((r) => r);
+        await waitFor(async () => held.entered === 1, 'the handler to write once', 10_000);
+        proxy.cut();
+        release();
+        try {
+          expect503(await answer);
+        } finally {
+          proxy.restore();
+        }
+        held.gate = Promise.resolve();
+        const retried = await recovered('/orders/held', 'mid');
+        expect(retried.status).toBe(201);
+        expect(retried.headers['idempotent-replayed']).toBeUndefined();
+        expect(await ds.getRepository(TestOrder).countBy({ reference: `${unique}-mid` })).toBe(1);
+        expect(await ds.getRepository(IdempotencyRecord).countBy({ key: 'mid' })).toBe(1);
+        const replay = await post('/orders/held', 'mid');
+        expect(replay.status).toBe(201);
+        expect(replay.headers['idempotent-replayed']).toBe('true');
+      });
+    },
+  );
 }

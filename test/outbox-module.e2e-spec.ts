@@ -16,7 +16,13 @@ describe('OutboxModule wiring (SQLite)', () => {
   beforeEach(() => fx.defer(() => new Promise((resolve) => setTimeout(resolve, 100))));
 
   const typeorm = (extra: object = {}) =>
-    TypeOrmModule.forRoot({ ...fx.db.options, autoLoadEntities: true, synchronize: true, retryAttempts: 0, ...extra } as any);
+    TypeOrmModule.forRoot({
+      ...fx.db.options,
+      autoLoadEntities: true,
+      synchronize: true,
+      retryAttempts: 0,
+      ...extra,
+    } as any);
   const clients = ClientsModule.register([{ name: 'BROKER', transport: Transport.TCP, options: { port: 1 } }]);
 
   async function boot(imports: any[]) {
@@ -32,7 +38,12 @@ describe('OutboxModule wiring (SQLite)', () => {
   }
 
   it('forRoot: registers the entity (autoLoadEntities), OutboxService and the publisher job in SchedulerRegistry', async () => {
-    const app = await boot([typeorm(), clients, ScheduleModule.forRoot(), OutboxModule.forRoot({ client: 'BROKER', publisher: { pollingInterval: 60_000 } })]);
+    const app = await boot([
+      typeorm(),
+      clients,
+      ScheduleModule.forRoot(),
+      OutboxModule.forRoot({ client: 'BROKER', publisher: { pollingInterval: 60_000 } }),
+    ]);
     try {
       expect(app.get(DataSource).hasMetadata(OutboxMessage)).toBe(true);
       expect(app.get(OutboxService)).toBeInstanceOf(OutboxService);
@@ -97,7 +108,12 @@ describe('OutboxModule wiring (SQLite)', () => {
     }
     @Module({ providers: [Feature] })
     class FeatureModule {}
-    const app = await boot([typeorm(), clients, OutboxModule.forRoot({ client: 'BROKER', isGlobal: true }), FeatureModule]);
+    const app = await boot([
+      typeorm(),
+      clients,
+      OutboxModule.forRoot({ client: 'BROKER', isGlobal: true }),
+      FeatureModule,
+    ]);
     try {
       expect(app.get(Feature).outbox).toBeInstanceOf(OutboxService);
     } finally {
@@ -106,9 +122,15 @@ describe('OutboxModule wiring (SQLite)', () => {
   });
 
   it('fails at startup with OutboxConfigurationError for an invalid option', async () => {
-    expect(() => OutboxModule.forRoot({ client: 'BROKER', publisher: { batchSize: 0 } })).toThrow(OutboxConfigurationError);
+    expect(() => OutboxModule.forRoot({ client: 'BROKER', publisher: { batchSize: 0 } })).toThrow(
+      OutboxConfigurationError,
+    );
     await expect(
-      boot([typeorm(), clients, OutboxModule.forRootAsync({ useFactory: () => ({ client: 'BROKER', publisher: { enabled: 'false' as any } }) })]),
+      boot([
+        typeorm(),
+        clients,
+        OutboxModule.forRootAsync({ useFactory: () => ({ client: 'BROKER', publisher: { enabled: 'false' as any } }) }),
+      ]),
     ).rejects.toThrow(/publisher\.enabled.*boolean/);
   });
 
@@ -120,13 +142,23 @@ describe('OutboxModule wiring (SQLite)', () => {
 
   it('fails at startup when the DataSource does not know the OutboxMessage entity', async () => {
     await expect(
-      boot([TypeOrmModule.forRoot({ ...fx.db.options, entities: [], synchronize: true, retryAttempts: 0 } as any), clients, OutboxModule.forRoot({ client: 'BROKER' })]),
+      boot([
+        TypeOrmModule.forRoot({ ...fx.db.options, entities: [], synchronize: true, retryAttempts: 0 } as any),
+        clients,
+        OutboxModule.forRoot({ client: 'BROKER' }),
+      ]),
     ).rejects.toThrow(/autoLoadEntities: true/);
   });
 
   it('uses a named DataSource when `dataSource` is given', async () => {
     const app = await boot([
-      TypeOrmModule.forRoot({ ...fx.db.options, name: 'events', autoLoadEntities: true, synchronize: true, retryAttempts: 0 } as any),
+      TypeOrmModule.forRoot({
+        ...fx.db.options,
+        name: 'events',
+        autoLoadEntities: true,
+        synchronize: true,
+        retryAttempts: 0,
+      } as any),
       clients,
       OutboxModule.forRoot({ client: 'BROKER', dataSource: 'events', publisher: { enabled: false } }),
     ]);

@@ -102,11 +102,13 @@ for (const kind of kinds) {
     it('runs concurrent transactions without interference (SQLite queues them)', async () => {
       await Promise.all(
         Array.from({ length: 20 }, (_, i) =>
-          outbox.transaction(async (manager) => {
-            await manager.save(TestOrder, { reference: `C-${i}`, amount: i });
-            await outbox.emit('OrderPlaced', { i });
-            if (i % 5 === 0) throw new Error(`fail ${i}`);
-          }).catch(() => undefined),
+          outbox
+            .transaction(async (manager) => {
+              await manager.save(TestOrder, { reference: `C-${i}`, amount: i });
+              await outbox.emit('OrderPlaced', { i });
+              if (i % 5 === 0) throw new Error(`fail ${i}`);
+            })
+            .catch(() => undefined),
         ),
       );
       expect(await counts()).toEqual({ orders: 16, events: 16 });
@@ -217,7 +219,9 @@ for (const kind of kinds) {
       it('a cyclic payload → OutboxSerializationError naming the fix', async () => {
         const cyclic: Record<string, unknown> = { a: 1 };
         cyclic.self = cyclic;
-        await expect(outbox.transaction(() => outbox.emit('P', cyclic))).rejects.toThrow(/cannot be serialized to JSON[\s\S]*DTO/);
+        await expect(outbox.transaction(() => outbox.emit('P', cyclic))).rejects.toThrow(
+          /cannot be serialized to JSON[\s\S]*DTO/,
+        );
       });
 
       it.each([
@@ -228,7 +232,9 @@ for (const kind of kinds) {
         ['an invalid availableAt', { availableAt: new Date('nope') }],
         ['a negative delay', { delay: -1 }],
       ])('%s → OutboxInvalidMessageError', async (_label, options) => {
-        await expect(outbox.transaction(() => outbox.emit('P', {}, options))).rejects.toBeInstanceOf(OutboxInvalidMessageError);
+        await expect(outbox.transaction(() => outbox.emit('P', {}, options))).rejects.toBeInstanceOf(
+          OutboxInvalidMessageError,
+        );
         expect(await counts()).toEqual({ orders: 0, events: 0 });
       });
     });

@@ -146,7 +146,13 @@ describe('nestjs-outbox as a packed package (npm pack), CommonJS and ESM, on SQL
     writeFileSync(join(app, 'app.cjs'), CJS_APP);
     writeFileSync(join(app, 'app.mjs'), ESM_APP);
     writeFileSync(join(app, 'types.mts'), TYPES_CHECK);
-    writeFileSync(join(app, 'types.cts'), TYPES_CHECK.replace(', type EmitOptions }', ' }').replace("import { OutboxModule", "import type { EmitOptions } from 'nestjs-outbox';\nimport { OutboxModule"));
+    writeFileSync(
+      join(app, 'types.cts'),
+      TYPES_CHECK.replace(', type EmitOptions }', ' }').replace(
+        'import { OutboxModule',
+        "import type { EmitOptions } from 'nestjs-outbox';\nimport { OutboxModule",
+      ),
+    );
   }, 180_000);
 
   afterAll(() => {
@@ -174,27 +180,43 @@ describe('nestjs-outbox as a packed package (npm pack), CommonJS and ESM, on SQL
   it.each([
     ['a CommonJS app (require)', 'app.cjs', 'cjs'],
     ['an ES module app (import)', 'app.mjs', 'esm'],
-  ])('%s loads its build and commits transaction + emit, rolls back on throw; @Idempotent() stores responses through class-transformer', async (_label, file, format) => {
-    const dbFile = join(work, `${format}.sqlite`);
-    const { stdout } = await run(process.execPath, [file], { cwd: app, env: { ...process.env, DB_FILE: dbFile } });
-    const result = JSON.parse(stdout.trim().split('\n').pop()!);
-    expect(result.resolved).toContain(`/node_modules/nestjs-outbox/dist/${format}/index.js`);
-    expect(result.testing).toContain(`/node_modules/nestjs-outbox/dist/${format}/testing/index.js`);
-    expect(result.testingKit).toEqual(['function', 'function']);
-    expect(result.failed).toBe('roll back');
-    expect(result.outside).toBe('OutboxNoTransactionError');
-    expect(result.rows).toEqual([{ messageId: result.id, pattern: 'PackageSmoke', payload: { format } }]);
-    // class-transformer was loaded by this build: the @Exclude()d field was neither stored nor replayed.
-    expect(result.idempotent).toEqual({ created: 201, replayed: [201, 'true', { id: 7 }], stored: { id: 7 } });
-    console.log(`package smoke (${format}): Nest ${result.nest} on Node ${result.node}`);
-    // The Nest 12 CI job (.ci/nest12.sh) sets these, so it fails if it did not really run on Nest 12 / Node 24.
-    if (process.env.EXPECT_NEST_MAJOR) expect(result.nest.split('.')[0]).toBe(process.env.EXPECT_NEST_MAJOR);
-    if (process.env.EXPECT_NODE_MAJOR) expect(result.node).toMatch(new RegExp(`^v${process.env.EXPECT_NODE_MAJOR}\\.`));
-  });
+  ])(
+    '%s loads its build and commits transaction + emit, rolls back on throw; @Idempotent() stores responses through class-transformer',
+    async (_label, file, format) => {
+      const dbFile = join(work, `${format}.sqlite`);
+      const { stdout } = await run(process.execPath, [file], { cwd: app, env: { ...process.env, DB_FILE: dbFile } });
+      const result = JSON.parse(stdout.trim().split('\n').pop()!);
+      expect(result.resolved).toContain(`/node_modules/nestjs-outbox/dist/${format}/index.js`);
+      expect(result.testing).toContain(`/node_modules/nestjs-outbox/dist/${format}/testing/index.js`);
+      expect(result.testingKit).toEqual(['function', 'function']);
+      expect(result.failed).toBe('roll back');
+      expect(result.outside).toBe('OutboxNoTransactionError');
+      expect(result.rows).toEqual([{ messageId: result.id, pattern: 'PackageSmoke', payload: { format } }]);
+      // class-transformer was loaded by this build: the @Exclude()d field was neither stored nor replayed.
+      expect(result.idempotent).toEqual({ created: 201, replayed: [201, 'true', { id: 7 }], stored: { id: 7 } });
+      console.log(`package smoke (${format}): Nest ${result.nest} on Node ${result.node}`);
+      // The Nest 12 CI job (.ci/nest12.sh) sets these, so it fails if it did not really run on Nest 12 / Node 24.
+      if (process.env.EXPECT_NEST_MAJOR) expect(result.nest.split('.')[0]).toBe(process.env.EXPECT_NEST_MAJOR);
+      if (process.env.EXPECT_NODE_MAJOR)
+        expect(result.node).toMatch(new RegExp(`^v${process.env.EXPECT_NODE_MAJOR}\\.`));
+    },
+  );
 
   it('type-checks a TypeScript consumer against the ESM and the CommonJS typings (moduleResolution nodenext)', async () => {
     const tsc = require.resolve('typescript/bin/tsc');
-    const args = ['--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--skipLibCheck', '--types', 'node'];
+    const args = [
+      '--noEmit',
+      '--strict',
+      '--module',
+      'nodenext',
+      '--moduleResolution',
+      'nodenext',
+      '--target',
+      'es2022',
+      '--skipLibCheck',
+      '--types',
+      'node',
+    ];
     await expect(run(process.execPath, [tsc, ...args, 'types.mts', 'types.cts'], { cwd: app })).resolves.toBeDefined();
   });
 });

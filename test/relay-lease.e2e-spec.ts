@@ -68,7 +68,10 @@ for (const kind of kinds) {
       const row = await repo.findOneByOrFail({ messageId: id });
       expect(row).toMatchObject({ status: 'sent', claimedBy: null, attempts: 2 });
       // Both publishes reached the broker with the same message id: the consumer's deduplication handles it.
-      await waitFor(() => recorder.messages.filter((m) => m.messageId === id).length === 2, 'both copies at the consumer');
+      await waitFor(
+        () => recorder.messages.filter((m) => m.messageId === id).length === 2,
+        'both copies at the consumer',
+      );
     });
 
     it('does not start a publish with less lease left than publishTimeout: the rest of the key is released unstarted', async () => {
@@ -90,10 +93,16 @@ for (const kind of kinds) {
       } finally {
         (a as any).publish = original;
       }
-      expect(await repo.findOneByOrFail({ messageId: second })).toMatchObject({ status: 'pending', claimedBy: null, attempts: 0 });
+      expect(await repo.findOneByOrFail({ messageId: second })).toMatchObject({
+        status: 'pending',
+        claimedBy: null,
+        attempts: 0,
+      });
       expect(await a.runPass()).toMatchObject({ claimed: 1, published: 1 });
       await waitFor(() => recorder.messages.some((m) => m.messageId === second), 'the second message');
-      expect(recorder.messages.filter((m) => m.messageId === first || m.messageId === second).map((m) => m.messageId)).toEqual([first, second]);
+      expect(
+        recorder.messages.filter((m) => m.messageId === first || m.messageId === second).map((m) => m.messageId),
+      ).toEqual([first, second]);
     });
   });
 }

@@ -36,7 +36,9 @@ for (const kind of kinds) {
       });
       await Promise.all([first, second, other]);
       expect(events).toEqual(['other key emitted', 'first commits', 'second emitted']);
-      const rows = await fx.dataSource.getRepository(OutboxMessage).find({ where: { key: 'K' }, order: { seq: 'ASC' } });
+      const rows = await fx.dataSource
+        .getRepository(OutboxMessage)
+        .find({ where: { key: 'K' }, order: { seq: 'ASC' } });
       expect(rows.map((r) => r.messageId)).toEqual(['first', 'second']);
     });
   });

@@ -1,7 +1,13 @@
 import { Transport } from '@nestjs/microservices';
 import { join, resolve } from 'node:path';
 import { consumerOptions } from '../sample/app';
-import { parseBrokerUrl, parseDatabaseUrl, readSampleConfig, SAMPLE_DATA_DIR, SampleConfigError } from '../sample/config';
+import {
+  parseBrokerUrl,
+  parseDatabaseUrl,
+  readSampleConfig,
+  SAMPLE_DATA_DIR,
+  SampleConfigError,
+} from '../sample/config';
 
 /** The sample's environment variables: embedded defaults, each supported URL, and errors that say what is accepted. */
 describe('Sample shop configuration (DATABASE_URL, BROKER_URL, PORT)', () => {
@@ -29,7 +35,11 @@ describe('Sample shop configuration (DATABASE_URL, BROKER_URL, PORT)', () => {
   });
 
   it.each([
-    ['amqp://guest:guest@127.0.0.1:5672', Transport.RMQ, { urls: ['amqp://guest:guest@127.0.0.1:5672'], queue: 'q1', queueOptions: { durable: true } }],
+    [
+      'amqp://guest:guest@127.0.0.1:5672',
+      Transport.RMQ,
+      { urls: ['amqp://guest:guest@127.0.0.1:5672'], queue: 'q1', queueOptions: { durable: true } },
+    ],
     ['nats://127.0.0.1:4222', Transport.NATS, { servers: ['nats://127.0.0.1:4222'] }],
     ['redis://127.0.0.1:6379', Transport.REDIS, { host: '127.0.0.1', port: 6379 }],
     ['mqtt://127.0.0.1:1883', Transport.MQTT, { url: 'mqtt://127.0.0.1:1883', protocolVersion: 5 }],
@@ -48,10 +58,16 @@ describe('Sample shop configuration (DATABASE_URL, BROKER_URL, PORT)', () => {
   });
 
   it.each([
-    [{ DATABASE_URL: 'mongodb://localhost/shop' }, /DATABASE_URL must start with postgres:\/\/, mysql:\/\/ or sqlite:<path>/],
+    [
+      { DATABASE_URL: 'mongodb://localhost/shop' },
+      /DATABASE_URL must start with postgres:\/\/, mysql:\/\/ or sqlite:<path>/,
+    ],
     [{ DATABASE_URL: 'not a url' }, /DATABASE_URL is not a URL/],
     [{ DATABASE_URL: 'sqlite:' }, /needs a file path/],
-    [{ BROKER_URL: 'kafka://localhost:9092' }, /BROKER_URL must start with tcp:\/\/, amqp:\/\/, nats:\/\/, redis:\/\/ or mqtt:\/\//],
+    [
+      { BROKER_URL: 'kafka://localhost:9092' },
+      /BROKER_URL must start with tcp:\/\/, amqp:\/\/, nats:\/\/, redis:\/\/ or mqtt:\/\//,
+    ],
     [{ PORT: 'eighty' }, /PORT must be a port number/],
     [{ PORT: '70000' }, /PORT must be a port number/],
   ])('refuses %j with a SampleConfigError that says what is accepted', (env, message) => {

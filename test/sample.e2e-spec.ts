@@ -35,7 +35,8 @@ const setups: Setup[] = [
     services: [],
     broker: (tcpPort) => parseBrokerUrl(`tcp://127.0.0.1:${tcpPort}`, ''),
     // TCP has no header channel: the id travels in the outbox envelope (see docs/guarantees-and-limits.md).
-    redeliver: (client, id, payload) => lastValueFrom(client.emit('OrderPlaced', { $outbox: { id }, payload }), { defaultValue: undefined }),
+    redeliver: (client, id, payload) =>
+      lastValueFrom(client.emit('OrderPlaced', { $outbox: { id }, payload }), { defaultValue: undefined }),
   },
   {
     kind: 'postgres',
@@ -43,9 +44,15 @@ const setups: Setup[] = [
     services: ['rabbitmq'],
     broker: (_tcpPort, queue) => parseBrokerUrl(RABBITMQ_URL, queue),
     redeliver: (client, id, payload) =>
-      lastValueFrom(client.emit('OrderPlaced', new RmqRecord(payload, { messageId: id, persistent: true, headers: { 'x-message-id': id } })), {
-        defaultValue: undefined,
-      }),
+      lastValueFrom(
+        client.emit(
+          'OrderPlaced',
+          new RmqRecord(payload, { messageId: id, persistent: true, headers: { 'x-message-id': id } }),
+        ),
+        {
+          defaultValue: undefined,
+        },
+      ),
   },
 ];
 
@@ -82,8 +89,10 @@ for (const setup of setups) {
     });
 
     const customer = async (id: string) => (await http().get(`/customers/${id}`).expect(200)).body;
-    const deliveries = async (messageId: string) => (await http().get('/deliveries').query({ messageId }).expect(200)).body as any[];
-    const eventIdOf = async (orderId: string) => (await app.get(DataSource).getRepository(Order).findOneByOrFail({ id: orderId })).eventId!;
+    const deliveries = async (messageId: string) =>
+      (await http().get('/deliveries').query({ messageId }).expect(200)).body as any[];
+    const eventIdOf = async (orderId: string) =>
+      (await app.get(DataSource).getRepository(Order).findOneByOrFail({ id: orderId })).eventId!;
     const expectProblem = (res: request.Response, status: number) => {
       expect(res.status).toBe(status);
       expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
@@ -105,17 +114,23 @@ for (const setup of setups) {
       });
 
       it('answers 422 problem+json to the same key with a different body, and charges nothing', async () => {
-        const res = await http().post('/payments').set('Idempotency-Key', 'pay-1').send({ ...body, amount: 9900 });
+        const res = await http()
+          .post('/payments')
+          .set('Idempotency-Key', 'pay-1')
+          .send({ ...body, amount: 9900 });
         expectProblem(res, 422);
         expect((await http().get('/payments/inv-1').expect(200)).body.charges).toBe(1);
       });
 
       it('records one charge for concurrent duplicates; the others are replays or 409s, never 5xx', async () => {
         const dup = { reference: 'inv-concurrent', amount: 100 };
-        const replies = await Promise.all(Array.from({ length: 12 }, () => http().post('/payments').set('Idempotency-Key', 'pay-concurrent').send(dup)));
+        const replies = await Promise.all(
+          Array.from({ length: 12 }, () => http().post('/payments').set('Idempotency-Key', 'pay-concurrent').send(dup)),
+        );
         for (const res of replies) {
           expect([201, 409]).toContain(res.status);
-          if (res.status === 201) expect(res.body).toEqual({ receipt: 'receipt-inv-concurrent', reference: 'inv-concurrent', amount: 100 });
+          if (res.status === 201)
+            expect(res.body).toEqual({ receipt: 'receipt-inv-concurrent', reference: 'inv-concurrent', amount: 100 });
           else expect(res.headers['retry-after']).toBeDefined();
         }
         expect(replies.filter((r) => r.status === 201 && r.headers['idempotent-replayed'] !== 'true')).toHaveLength(1);
@@ -138,14 +153,21 @@ for (const setup of setups) {
         ['a string amount', { reference: 'inv-bad', amount: '10' }],
         ['an empty reference', { reference: '', amount: 10 }],
         ['an unknown field', { reference: 'inv-bad', amount: 10, coupon: 'FREE' }],
-      ])('refuses %s with 400 problem+json naming the field; a fixed retry with the same key succeeds', async (_label, bad) => {
-        const key = `pay-bad-${_label}`;
-        const res = await http().post('/payments').set('Idempotency-Key', key).send(bad);
-        expectProblem(res, 400);
-        expect(res.body.errors.length).toBeGreaterThan(0);
-        expect((await http().get('/payments/inv-bad').expect(200)).body.charges).toBe(0);
-        await http().post('/payments').set('Idempotency-Key', key).send({ reference: 'inv-fixed', amount: 10 }).expect(201);
-      });
+      ])(
+        'refuses %s with 400 problem+json naming the field; a fixed retry with the same key succeeds',
+        async (_label, bad) => {
+          const key = `pay-bad-${_label}`;
+          const res = await http().post('/payments').set('Idempotency-Key', key).send(bad);
+          expectProblem(res, 400);
+          expect(res.body.errors.length).toBeGreaterThan(0);
+          expect((await http().get('/payments/inv-bad').expect(200)).body.charges).toBe(0);
+          await http()
+            .post('/payments')
+            .set('Idempotency-Key', key)
+            .send({ reference: 'inv-fixed', amount: 10 })
+            .expect(201);
+        },
+      );
 
       it('answers malformed JSON with 400 problem+json, not 500', async () => {
         const res = await http()
@@ -158,7 +180,10 @@ for (const setup of setups) {
       });
 
       it('GET /payments/:reference of an unknown payment → 0 charges', async () => {
-        expect((await http().get('/payments/never-paid').expect(200)).body).toEqual({ reference: 'never-paid', charges: 0 });
+        expect((await http().get('/payments/never-paid').expect(200)).body).toEqual({
+          reference: 'never-paid',
+          charges: 0,
+        });
       });
     });
 
@@ -180,45 +205,76 @@ for (const setup of setups) {
         expect(await app.get(DataSource).getRepository(Order).countBy({ customerId: 'c-1' })).toBe(1);
 
         // A second order, to have something after the retry that must arrive: the totals show exactly two.
-        await http().post('/orders').set('Idempotency-Key', 'order-2').send({ ...body, reference: 'ord-2', amount: 1000 }).expect(201);
+        await http()
+          .post('/orders')
+          .set('Idempotency-Key', 'order-2')
+          .send({ ...body, reference: 'ord-2', amount: 1000 })
+          .expect(201);
         await waitFor(async () => (await customer('c-1')).orders === 2, 'the second order');
         expect(await customer('c-1')).toEqual({ id: 'c-1', orders: 2, totalSpent: 3500 });
-        expectProblem(await http().post('/orders').set('Idempotency-Key', 'order-1').send({ ...body, amount: 1 }), 422);
+        expectProblem(
+          await http()
+            .post('/orders')
+            .set('Idempotency-Key', 'order-1')
+            .send({ ...body, amount: 1 }),
+          422,
+        );
       });
 
       it('rolls back the order and its event together when a later step of the transaction fails', async () => {
         const repo = app.get(DataSource).getRepository(Order);
-        const res = await http().post('/orders').set('Idempotency-Key', 'order-big').send({ customerId: 'c-2', reference: 'big', amount: CREDIT_LIMIT + 1 });
+        const res = await http()
+          .post('/orders')
+          .set('Idempotency-Key', 'order-big')
+          .send({ customerId: 'c-2', reference: 'big', amount: CREDIT_LIMIT + 1 });
         expectProblem(res, 422);
         expect(await repo.countBy({ customerId: 'c-2' })).toBe(0);
         const outboxRows = await app.get(DataSource).query(`SELECT payload FROM outbox_messages`);
-        expect(outboxRows.filter((r: { payload: string }) => JSON.parse(r.payload).customerId === 'c-2')).toHaveLength(0);
+        expect(outboxRows.filter((r: { payload: string }) => JSON.parse(r.payload).customerId === 'c-2')).toHaveLength(
+          0,
+        );
         // The refusal is the key's outcome (replayErrors): a retry gets it again and writes nothing; the key is
         // kept for that request, so a corrected order takes a new key, and only that one arrives.
-        const retried = await http().post('/orders').set('Idempotency-Key', 'order-big').send({ customerId: 'c-2', reference: 'big', amount: CREDIT_LIMIT + 1 });
+        const retried = await http()
+          .post('/orders')
+          .set('Idempotency-Key', 'order-big')
+          .send({ customerId: 'c-2', reference: 'big', amount: CREDIT_LIMIT + 1 });
         expect(retried.status).toBe(422);
         expect(retried.headers['idempotent-replayed']).toBe('true');
         expect(await repo.countBy({ customerId: 'c-2' })).toBe(0);
-        await http().post('/orders').set('Idempotency-Key', 'order-small').send({ customerId: 'c-2', reference: 'small', amount: 10 }).expect(201);
+        await http()
+          .post('/orders')
+          .set('Idempotency-Key', 'order-small')
+          .send({ customerId: 'c-2', reference: 'small', amount: 10 })
+          .expect(201);
         await waitFor(async () => (await customer('c-2')).orders === 1, 'the valid order');
         expect(await customer('c-2')).toEqual({ id: 'c-2', orders: 1, totalSpent: 10 });
       });
 
       it('concurrent duplicates of one order create one order and one event', async () => {
         const body = { customerId: 'c-3', reference: 'ord-c', amount: 700 };
-        const replies = await Promise.all(Array.from({ length: 10 }, () => http().post('/orders').set('Idempotency-Key', 'order-c').send(body)));
+        const replies = await Promise.all(
+          Array.from({ length: 10 }, () => http().post('/orders').set('Idempotency-Key', 'order-c').send(body)),
+        );
         for (const res of replies) expect([201, 409]).toContain(res.status);
         const ids = new Set(replies.filter((r) => r.status === 201).map((r) => r.body.id));
         expect(ids.size).toBe(1);
         expect(await app.get(DataSource).getRepository(Order).countBy({ customerId: 'c-3' })).toBe(1);
         await waitFor(async () => (await customer('c-3')).orders === 1, 'the order to arrive');
         const [orderId] = ids;
-        await waitFor(async () => (await deliveries(await eventIdOf(orderId))).length === 1, 'the delivery to be logged');
+        await waitFor(
+          async () => (await deliveries(await eventIdOf(orderId))).length === 1,
+          'the delivery to be logged',
+        );
         expect(await customer('c-3')).toEqual({ id: 'c-3', orders: 1, totalSpent: 700 });
       });
 
       it('a forced redelivery of OrderPlaced (same message id, through the broker client) leaves the totals unchanged', async () => {
-        const placed = await http().post('/orders').set('Idempotency-Key', 'order-r').send({ customerId: 'c-4', reference: 'ord-r', amount: 900 }).expect(201);
+        const placed = await http()
+          .post('/orders')
+          .set('Idempotency-Key', 'order-r')
+          .send({ customerId: 'c-4', reference: 'ord-r', amount: 900 })
+          .expect(201);
         await waitFor(async () => (await customer('c-4')).orders === 1, 'the first delivery');
         const messageId = await eventIdOf(placed.body.id);
         await waitFor(async () => (await deliveries(messageId)).length === 1, 'the first delivery to be logged');
@@ -226,24 +282,42 @@ for (const setup of setups) {
         const payload = { orderId: placed.body.id, customerId: 'c-4', amount: 900 };
         await setup.redeliver(app.get<ClientProxy>(BROKER), messageId, payload);
         await setup.redeliver(app.get<ClientProxy>(BROKER), messageId, payload);
-        await waitFor(async () => (await deliveries(messageId)).length === 3, 'both redeliveries to reach the consumer');
-        expect((await deliveries(messageId)).map((d) => d.outcome)).toEqual(['applied', 'skipped: already applied', 'skipped: already applied']);
+        await waitFor(
+          async () => (await deliveries(messageId)).length === 3,
+          'both redeliveries to reach the consumer',
+        );
+        expect((await deliveries(messageId)).map((d) => d.outcome)).toEqual([
+          'applied',
+          'skipped: already applied',
+          'skipped: already applied',
+        ]);
         expect(await customer('c-4')).toEqual({ id: 'c-4', orders: 1, totalSpent: 900 });
       });
 
       it('POST /orders/:id/redeliver publishes the same message id again through the outbox; the consumer skips it', async () => {
-        const placed = await http().post('/orders').set('Idempotency-Key', 'order-s').send({ customerId: 'c-5', reference: 'ord-s', amount: 300 }).expect(201);
+        const placed = await http()
+          .post('/orders')
+          .set('Idempotency-Key', 'order-s')
+          .send({ customerId: 'c-5', reference: 'ord-s', amount: 300 })
+          .expect(201);
         await waitFor(async () => (await customer('c-5')).orders === 1, 'the first delivery');
         const res = await http().post(`/orders/${placed.body.id}/redeliver`).expect(202);
         expect(res.body).toEqual({ orderId: placed.body.id, messageId: await eventIdOf(placed.body.id) });
         await waitFor(async () => (await deliveries(res.body.messageId)).length === 2, 'the redelivery');
-        expect((await deliveries(res.body.messageId)).map((d) => d.outcome)).toEqual(['applied', 'skipped: already applied']);
+        expect((await deliveries(res.body.messageId)).map((d) => d.outcome)).toEqual([
+          'applied',
+          'skipped: already applied',
+        ]);
         expect(await customer('c-5')).toEqual({ id: 'c-5', orders: 1, totalSpent: 300 });
         expectProblem(await http().post('/orders/no-such-order/redeliver'), 404);
       });
 
       it('validates the order body (400 problem+json) and writes nothing', async () => {
-        for (const [i, bad] of [{}, { customerId: 'c-6', reference: 'r', amount: 0 }, { customerId: 7, reference: 'r', amount: 5 }].entries()) {
+        for (const [i, bad] of [
+          {},
+          { customerId: 'c-6', reference: 'r', amount: 0 },
+          { customerId: 7, reference: 'r', amount: 5 },
+        ].entries()) {
           expectProblem(await http().post('/orders').set('Idempotency-Key', `order-bad-${i}`).send(bad), 400);
         }
         expect(await app.get(DataSource).getRepository(Order).countBy({ customerId: 'c-6' })).toBe(0);
@@ -253,16 +327,33 @@ for (const setup of setups) {
 
     describe('case 4: POST /signups — a retried sign-up gets the same account', () => {
       it('returns the same account to a retry, refuses a different key for the same email, validates the email', async () => {
-        const first = await http().post('/signups').set('Idempotency-Key', 'su-1').send({ email: 'ada@example.com' }).expect(201);
+        const first = await http()
+          .post('/signups')
+          .set('Idempotency-Key', 'su-1')
+          .send({ email: 'ada@example.com' })
+          .expect(201);
         expect(first.body).toEqual({ id: expect.any(String), email: 'ada@example.com' });
-        const retries = await Promise.all(Array.from({ length: 5 }, () => http().post('/signups').set('Idempotency-Key', 'su-1').send({ email: 'ada@example.com' })));
+        const retries = await Promise.all(
+          Array.from({ length: 5 }, () =>
+            http().post('/signups').set('Idempotency-Key', 'su-1').send({ email: 'ada@example.com' }),
+          ),
+        );
         for (const res of retries) {
           expect(res.status).toBe(201);
           expect(res.body).toEqual(first.body);
         }
-        expectProblem(await http().post('/signups').set('Idempotency-Key', 'su-2').send({ email: 'ada@example.com' }), 409);
-        expectProblem(await http().post('/signups').set('Idempotency-Key', 'su-1').send({ email: 'other@example.com' }), 422);
-        expectProblem(await http().post('/signups').set('Idempotency-Key', 'su-3').send({ email: 'not-an-email' }), 400);
+        expectProblem(
+          await http().post('/signups').set('Idempotency-Key', 'su-2').send({ email: 'ada@example.com' }),
+          409,
+        );
+        expectProblem(
+          await http().post('/signups').set('Idempotency-Key', 'su-1').send({ email: 'other@example.com' }),
+          422,
+        );
+        expectProblem(
+          await http().post('/signups').set('Idempotency-Key', 'su-3').send({ email: 'not-an-email' }),
+          400,
+        );
         const accounts = await app.get(DataSource).query('SELECT COUNT(*) AS n FROM shop_accounts');
         expect(Number(accounts[0].n)).toBe(1);
       });

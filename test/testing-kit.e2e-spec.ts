@@ -1,5 +1,13 @@
 import { CanActivate, Controller, ExecutionContext, INestApplication, Injectable, UseGuards } from '@nestjs/common';
-import { ClientProxy, EventPattern, MicroserviceOptions, Payload, ReadPacket, Transport, WritePacket } from '@nestjs/microservices';
+import {
+  ClientProxy,
+  EventPattern,
+  MicroserviceOptions,
+  Payload,
+  ReadPacket,
+  Transport,
+  WritePacket,
+} from '@nestjs/microservices';
 import { TestingModuleBuilder } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
 import { getOutboxMessageId, Idempotent, OutboxEnvelopeDeserializer, OutboxService } from '../src';
@@ -14,7 +22,10 @@ const arrivals: Array<{ pattern: string; messageId?: string }> = [];
 @Injectable()
 class CountArrivals implements CanActivate {
   canActivate(context: ExecutionContext): boolean {
-    arrivals.push({ pattern: String(context.switchToRpc().getContext().getPattern?.() ?? '?'), messageId: getOutboxMessageId(context) });
+    arrivals.push({
+      pattern: String(context.switchToRpc().getContext().getPattern?.() ?? '?'),
+      messageId: getOutboxMessageId(context),
+    });
     return true;
   }
 }
@@ -91,7 +102,10 @@ describe(`nestjs-outbox/testing (TCP, ${DATABASE_LABEL.sqlite})`, () => {
     const outbox = app.get(OutboxService);
     const id = await outbox.transaction(() => outbox.emit('Deposit', { amount: 5 }));
     expect(await flushOutbox(app)).toBe(1);
-    await waitFor(async () => (await app!.get(DataSource).getRepository(TestOrder).count()) === 1, 'the deposit to be applied');
+    await waitFor(
+      async () => (await app!.get(DataSource).getRepository(TestOrder).count()) === 1,
+      'the deposit to be applied',
+    );
     expect(arrivals).toEqual([{ pattern: 'Deposit', messageId: id }]);
     expect(await flushOutbox(app)).toBe(0);
   });

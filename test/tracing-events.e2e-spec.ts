@@ -2,7 +2,14 @@ import type { INestApplication } from '@nestjs/common';
 import { ClientProxy, ReadPacket, WritePacket } from '@nestjs/microservices';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { DataSource } from 'typeorm';
-import { OUTBOX_CHANNELS, OutboxMessage, OutboxNonRetryableError, OutboxPublishedEvent, OutboxPublisher, OutboxService } from '../src';
+import {
+  OUTBOX_CHANNELS,
+  OutboxMessage,
+  OutboxNonRetryableError,
+  OutboxPublishedEvent,
+  OutboxPublisher,
+  OutboxService,
+} from '../src';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
 import { useOutboxApp } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';
@@ -29,7 +36,10 @@ class ScriptedClient extends ClientProxy {
       case 'Poison':
         throw new OutboxNonRetryableError('message too large');
       case 'Stolen':
-        await this.dataSource!.getRepository(OutboxMessage).update({ pattern: 'Stolen' }, { claimedBy: 'another-publisher' });
+        await this.dataSource!.getRepository(OutboxMessage).update(
+          { pattern: 'Stolen' },
+          { claimedBy: 'another-publisher' },
+        );
         return undefined as T;
       default:
         return undefined as T;
@@ -44,7 +54,9 @@ for (const kind of kinds) {
     let app: INestApplication;
     let outbox: OutboxService;
     const seen: Array<{ channel: string; event: any }> = [];
-    const listeners = Object.values(OUTBOX_CHANNELS).map((name) => [name, (event: unknown) => seen.push({ channel: name, event })] as const);
+    const listeners = Object.values(OUTBOX_CHANNELS).map(
+      (name) => [name, (event: unknown) => seen.push({ channel: name, event })] as const,
+    );
     const fx = useOutboxApp(kind, {
       client: { customClass: ScriptedClient, options: {} } as any,
       outbox: { transport: 'tcp', publisher: { enabled: false }, retry: { maxAttempts: 3, initialDelay: 60_000 } },
@@ -104,7 +116,15 @@ for (const kind of kinds) {
       expect(seen).toEqual([
         {
           channel: 'nestjs-outbox:retry-scheduled',
-          event: expect.objectContaining({ messageId: id, pattern: 'Flaky', attempts: 1, retryDelay: expect.any(Number), error: expect.stringContaining('broker said no'), errorType: 'Error', publishDurationMs: expect.any(Number) }),
+          event: expect.objectContaining({
+            messageId: id,
+            pattern: 'Flaky',
+            attempts: 1,
+            retryDelay: expect.any(Number),
+            error: expect.stringContaining('broker said no'),
+            errorType: 'Error',
+            publishDurationMs: expect.any(Number),
+          }),
         },
       ]);
     });
@@ -114,7 +134,12 @@ for (const kind of kinds) {
       expect(seen).toEqual([
         {
           channel: 'nestjs-outbox:dead-lettered',
-          event: expect.objectContaining({ messageId: id, pattern: 'Poison', attempts: 1, error: expect.stringContaining('message too large') }),
+          event: expect.objectContaining({
+            messageId: id,
+            pattern: 'Poison',
+            attempts: 1,
+            error: expect.stringContaining('message too large'),
+          }),
         },
       ]);
     });
@@ -122,7 +147,9 @@ for (const kind of kinds) {
     it('publishes nestjs-outbox:lease-lost when the claim was taken over during the publish', async () => {
       const id = await emitAndFlush('Stolen');
       const lost = seen.filter((s) => s.channel === 'nestjs-outbox:lease-lost');
-      expect(lost).toEqual([{ channel: 'nestjs-outbox:lease-lost', event: expect.objectContaining({ lost: 1, messageIds: [id] }) }]);
+      expect(lost).toEqual([
+        { channel: 'nestjs-outbox:lease-lost', event: expect.objectContaining({ lost: 1, messageIds: [id] }) },
+      ]);
     });
   });
 }

@@ -28,7 +28,9 @@ interface Handled {
 }
 
 /** A consumer app whose handler records the span it runs in, after an await (the context must survive it). */
-async function startTracedConsumer(options: MicroserviceOptions): Promise<{ app: INestMicroservice; handled: Handled[] }> {
+async function startTracedConsumer(
+  options: MicroserviceOptions,
+): Promise<{ app: INestMicroservice; handled: Handled[] }> {
   const handled: Handled[] = [];
   @Controller()
   @UseInterceptors(OutboxTraceInterceptor)
@@ -43,7 +45,10 @@ async function startTracedConsumer(options: MicroserviceOptions): Promise<{ app:
   }
   @Module({ controllers: [OrdersConsumer] })
   class ConsumerModule {}
-  const app = await NestFactory.createMicroservice<MicroserviceOptions>(ConsumerModule, { ...options, logger: false } as unknown as MicroserviceOptions);
+  const app = await NestFactory.createMicroservice<MicroserviceOptions>(ConsumerModule, {
+    ...options,
+    logger: false,
+  } as unknown as MicroserviceOptions);
   await app.listen();
   return { app, handled };
 }
@@ -64,107 +69,127 @@ class SwitchableSerializer {
 }
 
 for (const setup of setups) {
-  describeWith(setup.services, `OpenTelemetry trace context: request → outbox → ${setup.name} → consumer, on ${DATABASE_LABEL[setup.kind]}`, () => {
-    let consumer: Awaited<ReturnType<typeof startTracedConsumer>>;
-    const queue = uniqueQueue('outbox-trace');
-    const serializer = new SwitchableSerializer(setup.kind === 'postgres' ? new RmqRecordSerializer() : undefined);
-    const fx = useOutboxApp(setup.kind, async ({ defer }) => {
-      let client;
-      if (setup.kind === 'postgres') {
-        defer(() => deleteQueue(queue));
-        consumer = await startTracedConsumer(rmqConsumerOptions(queue));
-        client = rmqClientOptions(queue, undefined, { serializer });
-      } else {
-        const port = await freePort();
-        consumer = await startTracedConsumer({
-          transport: Transport.TCP,
-          options: { host: '127.0.0.1', port, deserializer: new OutboxEnvelopeDeserializer() },
-        });
-        client = { transport: Transport.TCP, options: { host: '127.0.0.1', port, serializer } };
-      }
-      defer(() => consumer.app.close());
-      const outbox = { publisher: { pollingInterval: 50 }, retry: { initialDelay: 20, maxDelay: 50 } };
-      return { client: client as any, logger: false, outbox };
-    });
-
-    beforeEach(() => exporter.reset());
-
-    it('stores the active trace context at emit(), sends it, and runs the handler in a consumer span of that trace', async () => {
-      const { outbox } = fx;
-      const request = tracer.startSpan('POST /orders', { kind: SpanKind.SERVER });
-      const id = await context.with(trace.setSpan(context.active(), request), () =>
-        outbox.transaction(() => outbox.emit('OrderPlaced', { orderId: 1 }, { headers: { tenant: 'acme' } })),
-      );
-      request.end();
-      const { traceId, spanId } = request.spanContext();
-
-      const row = await fx.dataSource.getRepository(OutboxMessage).findOneByOrFail({ messageId: id });
-      expect(JSON.parse(row.headers!)).toEqual({ tenant: 'acme', traceparent: `00-${traceId}-${spanId}-01` });
-
-      await waitFor(() => consumer.handled.some((h) => h.messageId === id), 'the consumer to handle OrderPlaced');
-      const handled = consumer.handled.find((h) => h.messageId === id)!;
-      expect(handled.traceId).toBe(traceId);
-
-      await waitFor(() => exporter.getFinishedSpans().some((s) => s.name === 'OrderPlaced process'), 'the consumer span to end');
-      const producers = exporter.getFinishedSpans().filter((s) => s.name === 'send OrderPlaced');
-      expect(producers).toHaveLength(1);
-      const producer = producers[0];
-      expect(producer.kind).toBe(SpanKind.PRODUCER);
-      expect(producer.spanContext().traceId).toBe(traceId);
-      expect(producer.parentSpanContext?.spanId).toBe(spanId);
-      expect(producer.status.code).toBe(SpanStatusCode.UNSET);
-      expect(producer.attributes).toEqual({
-        'messaging.system': setup.system,
-        'messaging.operation.type': 'send',
-        'messaging.operation.name': 'send',
-        'messaging.destination.name': 'OrderPlaced',
-        'messaging.message.id': id,
+  describeWith(
+    setup.services,
+    `OpenTelemetry trace context: request → outbox → ${setup.name} → consumer, on ${DATABASE_LABEL[setup.kind]}`,
+    () => {
+      let consumer: Awaited<ReturnType<typeof startTracedConsumer>>;
+      const queue = uniqueQueue('outbox-trace');
+      const serializer = new SwitchableSerializer(setup.kind === 'postgres' ? new RmqRecordSerializer() : undefined);
+      const fx = useOutboxApp(setup.kind, async ({ defer }) => {
+        let client;
+        if (setup.kind === 'postgres') {
+          defer(() => deleteQueue(queue));
+          consumer = await startTracedConsumer(rmqConsumerOptions(queue));
+          client = rmqClientOptions(queue, undefined, { serializer });
+        } else {
+          const port = await freePort();
+          consumer = await startTracedConsumer({
+            transport: Transport.TCP,
+            options: { host: '127.0.0.1', port, deserializer: new OutboxEnvelopeDeserializer() },
+          });
+          client = { transport: Transport.TCP, options: { host: '127.0.0.1', port, serializer } };
+        }
+        defer(() => consumer.app.close());
+        const outbox = { publisher: { pollingInterval: 50 }, retry: { initialDelay: 20, maxDelay: 50 } };
+        return { client: client as any, logger: false, outbox };
       });
 
-      const span = exporter.getFinishedSpans().find((s) => s.name === 'OrderPlaced process')!;
-      expect(span.kind).toBe(SpanKind.CONSUMER);
-      expect(span.spanContext().traceId).toBe(traceId);
-      expect(span.parentSpanContext?.spanId).toBe(producer.spanContext().spanId);
-      expect(span.links.map((l) => l.context.spanId)).toEqual([producer.spanContext().spanId]);
-      expect(span.spanContext().spanId).toBe(handled.spanId);
-      expect(span.attributes).toMatchObject({ 'messaging.message.id': id, 'messaging.operation.type': 'process' });
-      // The row keeps the emit-time context; only the message on the wire carries the producer span's.
-      const after = await fx.dataSource.getRepository(OutboxMessage).findOneByOrFail({ messageId: id });
-      expect(JSON.parse(after.headers!).traceparent).toBe(`00-${traceId}-${spanId}-01`);
-    });
+      beforeEach(() => exporter.reset());
 
-    it('ends the producer span of a failed publish with an error status, and a new one for the retry that succeeds', async () => {
-      const { outbox } = fx;
-      serializer.failing = true;
-      const request = tracer.startSpan('POST /orders', { kind: SpanKind.SERVER });
-      const id = await context.with(trace.setSpan(context.active(), request), () =>
-        outbox.transaction(() => outbox.emit('OrderPlaced', { orderId: 3 }, { key: 'k-trace' })),
-      );
-      request.end();
-      const sends = () => exporter.getFinishedSpans().filter((s) => s.name === 'send OrderPlaced');
-      await waitFor(() => sends().length >= 1, 'the failed publish to end its span');
-      serializer.failing = false;
-      await waitFor(() => consumer.handled.some((h) => h.messageId === id), 'the consumer to handle the retried message');
-      await waitFor(() => exporter.getFinishedSpans().some((s) => s.name === 'OrderPlaced process'), 'the consumer span to end');
-      const [failed, ...rest] = sends();
-      expect(failed.status).toEqual({ code: SpanStatusCode.ERROR, message: expect.stringContaining('cannot encode') });
-      expect(failed.attributes).toMatchObject({ 'error.type': 'Error', 'messaging.message.id': id, 'outbox.key': 'k-trace' });
-      expect(failed.parentSpanContext?.spanId).toBe(request.spanContext().spanId);
-      const succeeded = rest.filter((s) => s.status.code !== SpanStatusCode.ERROR);
-      expect(succeeded).toHaveLength(1);
-      const span = exporter.getFinishedSpans().find((s) => s.name === 'OrderPlaced process')!;
-      expect(span.parentSpanContext?.spanId).toBe(succeeded[0].spanContext().spanId);
-    });
+      it('stores the active trace context at emit(), sends it, and runs the handler in a consumer span of that trace', async () => {
+        const { outbox } = fx;
+        const request = tracer.startSpan('POST /orders', { kind: SpanKind.SERVER });
+        const id = await context.with(trace.setSpan(context.active(), request), () =>
+          outbox.transaction(() => outbox.emit('OrderPlaced', { orderId: 1 }, { headers: { tenant: 'acme' } })),
+        );
+        request.end();
+        const { traceId, spanId } = request.spanContext();
 
-    it('stores no trace headers when no span is active, and the handler runs without a span', async () => {
-      const { outbox } = fx;
-      const id = await outbox.transaction(() => outbox.emit('OrderPlaced', { orderId: 2 }));
-      const row = await fx.dataSource.getRepository(OutboxMessage).findOneByOrFail({ messageId: id });
-      expect(row.headers).toBeNull();
-      await waitFor(() => consumer.handled.some((h) => h.messageId === id), 'the consumer to handle OrderPlaced');
-      expect(consumer.handled.find((h) => h.messageId === id)!.traceId).toBeUndefined();
-      expect(exporter.getFinishedSpans().filter((s) => s.name === 'OrderPlaced process')).toEqual([]);
-      expect(exporter.getFinishedSpans().filter((s) => s.name === 'send OrderPlaced')).toEqual([]);
-    });
-  });
+        const row = await fx.dataSource.getRepository(OutboxMessage).findOneByOrFail({ messageId: id });
+        expect(JSON.parse(row.headers!)).toEqual({ tenant: 'acme', traceparent: `00-${traceId}-${spanId}-01` });
+
+        await waitFor(() => consumer.handled.some((h) => h.messageId === id), 'the consumer to handle OrderPlaced');
+        const handled = consumer.handled.find((h) => h.messageId === id)!;
+        expect(handled.traceId).toBe(traceId);
+
+        await waitFor(
+          () => exporter.getFinishedSpans().some((s) => s.name === 'OrderPlaced process'),
+          'the consumer span to end',
+        );
+        const producers = exporter.getFinishedSpans().filter((s) => s.name === 'send OrderPlaced');
+        expect(producers).toHaveLength(1);
+        const producer = producers[0];
+        expect(producer.kind).toBe(SpanKind.PRODUCER);
+        expect(producer.spanContext().traceId).toBe(traceId);
+        expect(producer.parentSpanContext?.spanId).toBe(spanId);
+        expect(producer.status.code).toBe(SpanStatusCode.UNSET);
+        expect(producer.attributes).toEqual({
+          'messaging.system': setup.system,
+          'messaging.operation.type': 'send',
+          'messaging.operation.name': 'send',
+          'messaging.destination.name': 'OrderPlaced',
+          'messaging.message.id': id,
+        });
+
+        const span = exporter.getFinishedSpans().find((s) => s.name === 'OrderPlaced process')!;
+        expect(span.kind).toBe(SpanKind.CONSUMER);
+        expect(span.spanContext().traceId).toBe(traceId);
+        expect(span.parentSpanContext?.spanId).toBe(producer.spanContext().spanId);
+        expect(span.links.map((l) => l.context.spanId)).toEqual([producer.spanContext().spanId]);
+        expect(span.spanContext().spanId).toBe(handled.spanId);
+        expect(span.attributes).toMatchObject({ 'messaging.message.id': id, 'messaging.operation.type': 'process' });
+        // The row keeps the emit-time context; only the message on the wire carries the producer span's.
+        const after = await fx.dataSource.getRepository(OutboxMessage).findOneByOrFail({ messageId: id });
+        expect(JSON.parse(after.headers!).traceparent).toBe(`00-${traceId}-${spanId}-01`);
+      });
+
+      it('ends the producer span of a failed publish with an error status, and a new one for the retry that succeeds', async () => {
+        const { outbox } = fx;
+        serializer.failing = true;
+        const request = tracer.startSpan('POST /orders', { kind: SpanKind.SERVER });
+        const id = await context.with(trace.setSpan(context.active(), request), () =>
+          outbox.transaction(() => outbox.emit('OrderPlaced', { orderId: 3 }, { key: 'k-trace' })),
+        );
+        request.end();
+        const sends = () => exporter.getFinishedSpans().filter((s) => s.name === 'send OrderPlaced');
+        await waitFor(() => sends().length >= 1, 'the failed publish to end its span');
+        serializer.failing = false;
+        await waitFor(
+          () => consumer.handled.some((h) => h.messageId === id),
+          'the consumer to handle the retried message',
+        );
+        await waitFor(
+          () => exporter.getFinishedSpans().some((s) => s.name === 'OrderPlaced process'),
+          'the consumer span to end',
+        );
+        const [failed, ...rest] = sends();
+        expect(failed.status).toEqual({
+          code: SpanStatusCode.ERROR,
+          message: expect.stringContaining('cannot encode'),
+        });
+        expect(failed.attributes).toMatchObject({
+          'error.type': 'Error',
+          'messaging.message.id': id,
+          'outbox.key': 'k-trace',
+        });
+        expect(failed.parentSpanContext?.spanId).toBe(request.spanContext().spanId);
+        const succeeded = rest.filter((s) => s.status.code !== SpanStatusCode.ERROR);
+        expect(succeeded).toHaveLength(1);
+        const span = exporter.getFinishedSpans().find((s) => s.name === 'OrderPlaced process')!;
+        expect(span.parentSpanContext?.spanId).toBe(succeeded[0].spanContext().spanId);
+      });
+
+      it('stores no trace headers when no span is active, and the handler runs without a span', async () => {
+        const { outbox } = fx;
+        const id = await outbox.transaction(() => outbox.emit('OrderPlaced', { orderId: 2 }));
+        const row = await fx.dataSource.getRepository(OutboxMessage).findOneByOrFail({ messageId: id });
+        expect(row.headers).toBeNull();
+        await waitFor(() => consumer.handled.some((h) => h.messageId === id), 'the consumer to handle OrderPlaced');
+        expect(consumer.handled.find((h) => h.messageId === id)!.traceId).toBeUndefined();
+        expect(exporter.getFinishedSpans().filter((s) => s.name === 'OrderPlaced process')).toEqual([]);
+        expect(exporter.getFinishedSpans().filter((s) => s.name === 'send OrderPlaced')).toEqual([]);
+      });
+    },
+  );
 }

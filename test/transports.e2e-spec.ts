@@ -1,7 +1,14 @@
 import { MicroserviceOptions, Transport } from '@nestjs/microservices';
 import { randomBytes } from 'node:crypto';
 import { OutboxEnvelopeDeserializer } from '../src';
-import { deleteQueue, RABBITMQ_URL, rmqClientOptions, rmqConsumerOptions, startConsumer, uniqueQueue } from './helpers/consumers';
+import {
+  deleteQueue,
+  RABBITMQ_URL,
+  rmqClientOptions,
+  rmqConsumerOptions,
+  startConsumer,
+  uniqueQueue,
+} from './helpers/consumers';
 import { DATABASE_LABEL } from './helpers/databases';
 import { useOutboxApp } from './helpers/e2e-fixture';
 import { freePort, waitFor } from './helpers/ports';
@@ -22,7 +29,11 @@ const cases: TransportCase[] = [
     services: ['rabbitmq'],
     setup: async () => {
       const queue = uniqueQueue('outbox-transports');
-      return { consumer: rmqConsumerOptions(queue), client: rmqClientOptions(queue, RABBITMQ_URL), cleanup: () => deleteQueue(queue) };
+      return {
+        consumer: rmqConsumerOptions(queue),
+        client: rmqClientOptions(queue, RABBITMQ_URL),
+        cleanup: () => deleteQueue(queue),
+      };
     },
     header: (ctx, name) => ctx.getMessage().properties.headers[name],
   },
@@ -31,7 +42,10 @@ const cases: TransportCase[] = [
     services: ['nats'],
     setup: async () => {
       const servers = [`nats://${SERVICES.nats.host}:${SERVICES.nats.port}`];
-      return { consumer: { transport: Transport.NATS, options: { servers } }, client: { transport: Transport.NATS, options: { servers } } };
+      return {
+        consumer: { transport: Transport.NATS, options: { servers } },
+        client: { transport: Transport.NATS, options: { servers } },
+      };
     },
     header: (ctx, name) => ctx.getHeaders()?.get(name),
   },
@@ -53,7 +67,10 @@ const cases: TransportCase[] = [
     setup: async () => {
       const { host, port } = SERVICES.redis;
       return {
-        consumer: { transport: Transport.REDIS, options: { host, port, deserializer: new OutboxEnvelopeDeserializer() } },
+        consumer: {
+          transport: Transport.REDIS,
+          options: { host, port, deserializer: new OutboxEnvelopeDeserializer() },
+        },
         client: { transport: Transport.REDIS, options: { host, port } },
       };
     },
@@ -64,7 +81,10 @@ const cases: TransportCase[] = [
     setup: async () => {
       const port = await freePort();
       return {
-        consumer: { transport: Transport.TCP, options: { host: '127.0.0.1', port, deserializer: new OutboxEnvelopeDeserializer() } },
+        consumer: {
+          transport: Transport.TCP,
+          options: { host: '127.0.0.1', port, deserializer: new OutboxEnvelopeDeserializer() },
+        },
         client: { transport: Transport.TCP, options: { host: '127.0.0.1', port } },
       };
     },
@@ -72,29 +92,35 @@ const cases: TransportCase[] = [
 ];
 
 for (const transport of cases) {
-  describeWith(transport.services, `Message id round trip over ${transport.name} (outbox on ${DATABASE_LABEL.sqlite})`, () => {
-    let consumer: Awaited<ReturnType<typeof startConsumer>>;
-    const pattern = `outbox.test.${randomBytes(4).toString('hex')}`;
-    const fx = useOutboxApp('sqlite', async ({ defer }) => {
-      const setup = await transport.setup();
-      if (setup.cleanup) defer(setup.cleanup);
-      consumer = await startConsumer([pattern], setup.consumer);
-      defer(() => consumer.close());
-      return { client: setup.client as never, logger: false };
-    });
+  describeWith(
+    transport.services,
+    `Message id round trip over ${transport.name} (outbox on ${DATABASE_LABEL.sqlite})`,
+    () => {
+      let consumer: Awaited<ReturnType<typeof startConsumer>>;
+      const pattern = `outbox.test.${randomBytes(4).toString('hex')}`;
+      const fx = useOutboxApp('sqlite', async ({ defer }) => {
+        const setup = await transport.setup();
+        if (setup.cleanup) defer(setup.cleanup);
+        consumer = await startConsumer([pattern], setup.consumer);
+        defer(() => consumer.close());
+        return { client: setup.client as never, logger: false };
+      });
 
-    it('the consumer gets the payload and reads the message id with getOutboxMessageId()', async () => {
-      const { outbox } = fx;
-      const id = await outbox.transaction(() => outbox.emit(pattern, { orderId: 9, total: 12.5 }, { headers: { tenant: 'acme' } }));
-      await waitFor(() => consumer.received.length >= 1, `the ${transport.name} consumer to receive the message`);
-      const [message] = consumer.received;
-      expect(message.pattern).toBe(pattern);
-      expect(message.data).toEqual({ orderId: 9, total: 12.5 });
-      expect(message.messageId).toBe(id);
-      if (transport.header) {
-        expect(transport.header(message.context, 'x-message-id')).toBe(id);
-        expect(transport.header(message.context, 'tenant')).toBe('acme');
-      }
-    });
-  });
+      it('the consumer gets the payload and reads the message id with getOutboxMessageId()', async () => {
+        const { outbox } = fx;
+        const id = await outbox.transaction(() =>
+          outbox.emit(pattern, { orderId: 9, total: 12.5 }, { headers: { tenant: 'acme' } }),
+        );
+        await waitFor(() => consumer.received.length >= 1, `the ${transport.name} consumer to receive the message`);
+        const [message] = consumer.received;
+        expect(message.pattern).toBe(pattern);
+        expect(message.data).toEqual({ orderId: 9, total: 12.5 });
+        expect(message.messageId).toBe(id);
+        if (transport.header) {
+          expect(transport.header(message.context, 'x-message-id')).toBe(id);
+          expect(transport.header(message.context, 'tenant')).toBe('acme');
+        }
+      });
+    },
+  );
 }

@@ -12,6 +12,11 @@ export class CustomerTotals {
   @Column({ type: 'int', default: 0 })
   orders!: number;
 
-  @Column({ type: 'bigint', name: 'total_spent', default: 0, transformer: { to: (v: number) => v, from: (v: string | number) => Number(v) } })
+  @Column({
+    type: 'bigint',
+    name: 'total_spent',
+    default: 0,
+    transformer: { to: (v: number) => v, from: (v: string | number) => Number(v) },
+  })
   totalSpent!: number;
 }

@@ -19,7 +19,9 @@ export class DeliveryLogInterceptor implements NestInterceptor {
     const transportContext = rpc.getContext() as object;
     const payload = rpc.getData();
     const messageId = getOutboxMessageId(context) ?? null;
-    const pattern = String((transportContext as { getPattern?: () => string }).getPattern?.() ?? context.getHandler().name);
+    const pattern = String(
+      (transportContext as { getPattern?: () => string }).getPattern?.() ?? context.getHandler().name,
+    );
     return next.handle().pipe(
       tap({
         complete: () => {
@@ -28,8 +30,16 @@ export class DeliveryLogInterceptor implements NestInterceptor {
           this.logger.log(`${pattern} ${messageId ?? '(no message id)'}: ${outcome}`);
         },
         error: (error: unknown) => {
-          this.log.record({ messageId, pattern, payload, outcome: 'failed', error: String((error as Error)?.message ?? error) });
-          this.logger.warn(`${pattern} ${messageId ?? '(no message id)'}: failed, rolled back (${(error as Error)?.message ?? error})`);
+          this.log.record({
+            messageId,
+            pattern,
+            payload,
+            outcome: 'failed',
+            error: String((error as Error)?.message ?? error),
+          });
+          this.logger.warn(
+            `${pattern} ${messageId ?? '(no message id)'}: failed, rolled back (${(error as Error)?.message ?? error})`,
+          );
         },
       }),
     );

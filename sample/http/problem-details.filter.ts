@@ -36,12 +36,23 @@ export class ProblemDetailsFilter implements ExceptionFilter {
       const title = statusTitle(status);
       if (typeof body === 'string') return { type: 'about:blank', title, status, detail: body };
       const { message, error: _error, statusCode: _statusCode, ...extensions } = body as Record<string, unknown>;
-      let detail = Array.isArray(message) ? message.join('; ') : typeof message === 'string' ? message : exception.message;
+      let detail = Array.isArray(message)
+        ? message.join('; ')
+        : typeof message === 'string'
+          ? message
+          : exception.message;
       // Nest turns body-parser's SyntaxError (malformed JSON) into a plain 400 carrying the parser's message.
       if (status === 400 && typeof message === 'string' && /\bJSON\b/.test(message)) {
         detail = `The request body is not valid JSON (${message}). Send a JSON object with Content-Type: application/json.`;
       }
-      return { type: 'about:blank', title, status, detail, ...(Array.isArray(message) ? { errors: message } : {}), ...extensions };
+      return {
+        type: 'about:blank',
+        title,
+        status,
+        detail,
+        ...(Array.isArray(message) ? { errors: message } : {}),
+        ...extensions,
+      };
     }
     if (isBodyParserError(exception)) {
       return {
@@ -51,21 +62,43 @@ export class ProblemDetailsFilter implements ExceptionFilter {
         detail: `The request body could not be read (${exception.message}). Send valid JSON with Content-Type: application/json.`,
       };
     }
-    return { type: 'about:blank', title: 'Internal Server Error', status: 500, detail: 'An unexpected error occurred; see the server log.' };
+    return {
+      type: 'about:blank',
+      title: 'Internal Server Error',
+      status: 500,
+      detail: 'An unexpected error occurred; see the server log.',
+    };
   }
 }
 
 function isProblem(body: unknown): body is ProblemDetails {
-  return typeof body === 'object' && body !== null && typeof (body as ProblemDetails).type === 'string' && typeof (body as ProblemDetails).title === 'string';
+  return (
+    typeof body === 'object' &&
+    body !== null &&
+    typeof (body as ProblemDetails).type === 'string' &&
+    typeof (body as ProblemDetails).title === 'string'
+  );
 }
 
 /** Errors of the JSON body parser (malformed JSON, too large, …) carry a 4xx `status`. */
 function isBodyParserError(error: unknown): error is Error & { status: number } {
   const status = (error as { status?: unknown })?.status;
-  return error instanceof Error && typeof status === 'number' && status >= 400 && status < 500 && typeof (error as { type?: unknown }).type === 'string';
+  return (
+    error instanceof Error &&
+    typeof status === 'number' &&
+    status >= 400 &&
+    status < 500 &&
+    typeof (error as { type?: unknown }).type === 'string'
+  );
 }
 
 function statusTitle(status: number): string {
   const name = HttpStatus[status];
-  return typeof name === 'string' ? name.toLowerCase().split('_').map((w) => w[0].toUpperCase() + w.slice(1)).join(' ') : 'Error';
+  return typeof name === 'string'
+    ? name
+        .toLowerCase()
+        .split('_')
+        .map((w) => w[0].toUpperCase() + w.slice(1))
+        .join(' ')
+    : 'Error';
 }

@@ -4,5 +4,10 @@ import { QueryFailedError } from 'typeorm';
 export function isUniqueViolation(error: unknown): boolean {
   if (!(error instanceof QueryFailedError)) return false;
   const code = (error.driverError as { code?: unknown } | undefined)?.code;
-  return code === '23505' || code === 'ER_DUP_ENTRY' || code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
+  return (
+    code === '23505' ||
+    code === 'ER_DUP_ENTRY' ||
+    code === 'SQLITE_CONSTRAINT_UNIQUE' ||
+    code === 'SQLITE_CONSTRAINT_PRIMARYKEY'
+  );
 }

@@ -8,7 +8,10 @@ export class MetricsController {
   constructor(private readonly prometheus: SamplePrometheus) {}
 
   @Get()
-  scrape(@Req() request: { raw?: IncomingMessage } & IncomingMessage, @Res() response: { raw?: ServerResponse } & ServerResponse): void {
+  scrape(
+    @Req() request: { raw?: IncomingMessage } & IncomingMessage,
+    @Res() response: { raw?: ServerResponse } & ServerResponse,
+  ): void {
     // Express hands Node's own objects; Fastify wraps them (`.raw`). The exporter writes the response itself.
     this.prometheus.exporter.getMetricsRequestHandler(request.raw ?? request, response.raw ?? response);
   }

@@ -25,7 +25,12 @@ export class OrdersService {
    */
   place(dto: PlaceOrderDto): Promise<OrderView> {
     return this.outbox.transaction(async (manager) => {
-      const order = manager.create(Order, { id: randomUUID(), customerId: dto.customerId, reference: dto.reference, amount: dto.amount });
+      const order = manager.create(Order, {
+        id: randomUUID(),
+        customerId: dto.customerId,
+        reference: dto.reference,
+        amount: dto.amount,
+      });
       // Same transaction as the order. The returned message id travels with the event; the consumer dedups by it.
       order.eventId = await this.outbox.emit('OrderPlaced', orderPlaced(order), { key: keyOf(order) });
       await manager.save(order);

@@ -17,7 +17,10 @@ export class SignupsController {
     const { email } = dto;
     const manager = this.outbox.manager;
     // A different key for an email that already has an account is a new request, and a conflict.
-    const conflict = () => new ConflictException(`An account for ${email} already exists. Sign in instead, or retry with the Idempotency-Key of the sign-up that created it.`);
+    const conflict = () =>
+      new ConflictException(
+        `An account for ${email} already exists. Sign in instead, or retry with the Idempotency-Key of the sign-up that created it.`,
+      );
     if (await manager.existsBy(Account, { email })) throw conflict();
     try {
       const account = await manager.save(manager.create(Account, { email }));

@@ -172,12 +172,16 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
       params.push(value);
       return this.param(params.length);
     };
-    const delayCases = failures.map((f) => `WHEN ${checkedSeq(f.seq)} THEN ${Math.max(0, Math.floor(f.retryDelay))}`).join(' ');
+    const delayCases = failures
+      .map((f) => `WHEN ${checkedSeq(f.seq)} THEN ${Math.max(0, Math.floor(f.retryDelay))}`)
+      .join(' ');
     const errorCases = failures
       .map((f) => `WHEN ${checkedSeq(f.seq)} THEN ${p(redactSecrets(f.error).slice(0, 4000))}`)
       .join(' ');
     const dead = failures.filter((f) => f.dead).map((f) => f.seq);
-    const statusExpr = dead.length ? `CASE WHEN ${q('seq')} IN (${dead.join(', ')}) THEN 'dead' ELSE 'pending' END` : `'pending'`;
+    const statusExpr = dead.length
+      ? `CASE WHEN ${q('seq')} IN (${dead.join(', ')}) THEN 'dead' ELSE 'pending' END`
+      : `'pending'`;
     const deadAtExpr = dead.length
       ? `, ${q('dead_at')} = CASE WHEN ${q('seq')} IN (${dead.join(', ')}) THEN ${this.nowMs} ELSE ${q('dead_at')} END`
       : '';
@@ -252,7 +256,11 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
    * Of the rows this claim locked, keeps only the keyed ones with no earlier unsent row of their key outside the
    * locked set (such a row is held by a concurrent claim that has not committed yet). Returns the kept seqs.
    */
-  protected async keepKeyPrefixes(tx: EntityManager, table: string, locked: ReadonlyArray<{ seq: string; key: string | null }>): Promise<Set<string>> {
+  protected async keepKeyPrefixes(
+    tx: EntityManager,
+    table: string,
+    locked: ReadonlyArray<{ seq: string; key: string | null }>,
+  ): Promise<Set<string>> {
     const keep = new Set(locked.map((r) => r.seq));
     const keys = [...new Set(locked.map((r) => r.key).filter((k): k is string => k !== null))];
     if (keys.length === 0) return keep;
@@ -271,5 +279,13 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
     return keep;
   }
 
-  protected readonly claimedColumns = ['seq', 'message_id', 'pattern', 'payload', 'headers', 'ordering_key', 'attempts'];
+  protected readonly claimedColumns = [
+    'seq',
+    'message_id',
+    'pattern',
+    'payload',
+    'headers',
+    'ordering_key',
+    'attempts',
+  ];
 }

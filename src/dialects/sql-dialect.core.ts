@@ -67,8 +67,13 @@ export abstract class SqlDialectCore {
   }
 
   /** Runs one statement and reports the rows it returned and changed, the same way on every driver. */
-   
-  async execute(manager: EntityManager, sql: string, params: unknown[] = [], _options: ExecuteOptions = {}): Promise<StatementResult> {
+
+  async execute(
+    manager: EntityManager,
+    sql: string,
+    params: unknown[] = [],
+    _options: ExecuteOptions = {},
+  ): Promise<StatementResult> {
     const own = manager.queryRunner ? undefined : manager.connection.createQueryRunner();
     const runner = manager.queryRunner ?? own!;
     try {
@@ -141,7 +146,6 @@ export abstract class SqlDialectCore {
     return manager.queryRunner?.isTransactionActive ? work(manager) : manager.transaction(work);
   }
 
-
   isUniqueViolation(error: unknown, index?: UniqueIndexRef | string): boolean {
     const err = error as any;
     const details = this.uniqueViolationDetails(err?.driverError ?? err);
@@ -154,5 +158,4 @@ export abstract class SqlDialectCore {
   protected matchesIndex(text: string, index: UniqueIndexRef): boolean {
     return text.includes(index.name);
   }
-
 }

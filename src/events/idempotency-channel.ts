@@ -8,13 +8,7 @@ import { channel } from 'node:diagnostics_channel';
  * deeply), `duplicate_skipped` (a message already handled: the handler did not run).
  */
 export type IdempotencyOutcome =
-  | 'executed'
-  | 'replayed'
-  | 'in_flight'
-  | 'mismatch'
-  | 'unavailable'
-  | 'invalid'
-  | 'duplicate_skipped';
+  'executed' | 'replayed' | 'in_flight' | 'mismatch' | 'unavailable' | 'invalid' | 'duplicate_skipped';
 
 /** Published on `OUTBOX_IDEMPOTENCY_CHANNEL` for each outcome. */
 export interface OutboxIdempotencyEvent {
@@ -29,7 +23,6 @@ export interface OutboxIdempotencyEvent {
 export const OUTBOX_IDEMPOTENCY_CHANNEL = 'nestjs-outbox:idempotency';
 
 const outcomes = channel(OUTBOX_IDEMPOTENCY_CHANNEL);
-
 
 /** Publishes an outcome, if anyone listens (nothing is built otherwise). */
 export function reportIdempotencyOutcome(outcome: IdempotencyOutcome, consumer: string, kind: 'http' | 'rpc'): void {

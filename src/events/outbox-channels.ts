@@ -38,7 +38,10 @@ export function hasChannelSubscribers(event: keyof OutboxPublisherEvents): boole
 }
 
 /** Publishes `payload` on the event's channel, if anyone listens. */
-export function publishToChannel<E extends keyof OutboxPublisherEvents>(event: E, payload: OutboxPublisherEvents[E]): void {
+export function publishToChannel<E extends keyof OutboxPublisherEvents>(
+  event: E,
+  payload: OutboxPublisherEvents[E],
+): void {
   const target = channels[event];
   if (target.hasSubscribers) target.publish(payload);
 }

@@ -17,7 +17,10 @@ export interface OutboxHealthThresholds {
   maxDead?: number;
 }
 
-export const DEFAULT_OUTBOX_HEALTH_THRESHOLDS: Readonly<OutboxHealthThresholds> = Object.freeze({ maxBacklog: 10_000, maxLagMs: 300_000 });
+export const DEFAULT_OUTBOX_HEALTH_THRESHOLDS: Readonly<OutboxHealthThresholds> = Object.freeze({
+  maxBacklog: 10_000,
+  maxLagMs: 300_000,
+});
 
 /** What `OutboxHealthIndicator.isHealthy()` reports under its key (the shape of a `@nestjs/terminus` result). */
 export interface OutboxHealthDetails extends OutboxStats {
@@ -50,7 +53,9 @@ export class OutboxHealthIndicator {
       stats = await this.outbox.stats();
     } catch (error) {
       const empty: OutboxStats = { pending: 0, due: 0, inFlight: 0, dead: 0, oldestPendingAgeMs: 0 };
-      return { [key]: { status: 'down', ...empty, problems: [`stats query failed: ${describeError(error)}`] } } as Record<Key, OutboxHealthDetails>;
+      return {
+        [key]: { status: 'down', ...empty, problems: [`stats query failed: ${describeError(error)}`] },
+      } as Record<Key, OutboxHealthDetails>;
     }
     const problems = this.problems(stats, limits);
     const details: OutboxHealthDetails = { status: problems.length > 0 ? 'down' : 'up', ...stats };

@@ -21,7 +21,11 @@ async function droppingPort(): Promise<{ port: number; close: () => Promise<void
   return { port, close: () => new Promise((resolve) => server.close(() => resolve())) };
 }
 
-const failure = (promise: Promise<unknown>) => promise.then(() => undefined, (error: unknown) => error);
+const failure = (promise: Promise<unknown>) =>
+  promise.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
 
 describe('isDatabaseUnavailable', () => {
   it('recognizes what pg throws for a refused and for a dropped connection', async () => {
@@ -45,10 +49,16 @@ describe('isDatabaseUnavailable', () => {
   });
 
   it('looks through TypeORM’s QueryFailedError, `cause` and AggregateError', () => {
-    const lost = Object.assign(new Error('Connection lost: The server closed the connection.'), { code: 'PROTOCOL_CONNECTION_LOST' });
+    const lost = Object.assign(new Error('Connection lost: The server closed the connection.'), {
+      code: 'PROTOCOL_CONNECTION_LOST',
+    });
     expect(isDatabaseUnavailable(new QueryFailedError('SELECT 1', [], lost))).toBe(true);
-    expect(isDatabaseUnavailable(new Error('wrapped', { cause: Object.assign(new Error('x'), { code: '57P01' }) }))).toBe(true);
-    expect(isDatabaseUnavailable(new AggregateError([Object.assign(new Error('connect'), { code: 'ECONNREFUSED' })]))).toBe(true);
+    expect(
+      isDatabaseUnavailable(new Error('wrapped', { cause: Object.assign(new Error('x'), { code: '57P01' }) })),
+    ).toBe(true);
+    expect(
+      isDatabaseUnavailable(new AggregateError([Object.assign(new Error('connect'), { code: 'ECONNREFUSED' })])),
+    ).toBe(true);
     expect(isDatabaseUnavailable(new Error('timeout exceeded when trying to connect'))).toBe(true);
   });
 

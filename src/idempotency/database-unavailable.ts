@@ -63,7 +63,8 @@ export function isDatabaseUnavailable(error: unknown): boolean {
       cause?: unknown;
       errors?: unknown;
     };
-    if (typeof code === 'string' && (SOCKET_CODES.has(code) || DRIVER_CODES.has(code) || PG_STATE.test(code))) return true;
+    if (typeof code === 'string' && (SOCKET_CODES.has(code) || DRIVER_CODES.has(code) || PG_STATE.test(code)))
+      return true;
     if (typeof message === 'string' && MESSAGES.some((pattern) => pattern.test(message))) return true;
     pending.push(driverError, cause);
     if (Array.isArray(errors)) pending.push(...errors);

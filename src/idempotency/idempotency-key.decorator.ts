@@ -10,7 +10,8 @@ export function rememberIdempotencyKey(context: ExecutionContext, key: string): 
 }
 
 function holderOf(context: ExecutionContext): object | undefined {
-  const holder = context.getType() === 'http' ? context.switchToHttp().getRequest() : context.switchToRpc().getContext();
+  const holder =
+    context.getType() === 'http' ? context.switchToHttp().getRequest() : context.switchToRpc().getContext();
   return typeof holder === 'object' && holder !== null ? holder : undefined;
 }
 

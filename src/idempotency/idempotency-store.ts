@@ -70,7 +70,13 @@ export interface IdempotencyStore {
    */
   takeIn(manager: EntityManager, scope: string, key: string, fingerprint: string): Promise<IdempotencyTake>;
   /** Inserts the record through `manager` (replacing an expired one). */
-  insertIn(manager: EntityManager, scope: string, key: string, record: NewIdempotencyRecord, replaceExpired: boolean): Promise<void>;
+  insertIn(
+    manager: EntityManager,
+    scope: string,
+    key: string,
+    record: NewIdempotencyRecord,
+    replaceExpired: boolean,
+  ): Promise<void>;
   /** Reads the committed record in a fresh transaction (after losing the race at commit). */
   read(scope: string, key: string): Promise<StoredIdempotencyRecord | undefined>;
   /** Deletes up to `limit` expired records in one short statement; resolves with the number deleted. */
@@ -93,7 +99,9 @@ export interface IdempotencyStoreConfig {
 
 /** A 64-bit lock id, or a short lock name, for (database, table, scope, key[, fingerprint]): the same in every process. */
 export function lockDigest(database: string, table: string, scope: string, key: string, fingerprint = ''): Buffer {
-  return createHash('sha256').update(`${database}\u0000${table}\u0000${scope}\u0000${key}\u0000${fingerprint}`).digest();
+  return createHash('sha256')
+    .update(`${database}\u0000${table}\u0000${scope}\u0000${key}\u0000${fingerprint}`)
+    .digest();
 }
 
 /** Columns read back for a replay, in this order. */

@@ -4,15 +4,24 @@ import { DEFAULT_IDEMPOTENCY_OPTIONS } from './idempotency.options';
 import { resolveIdempotencyDefaults } from './idempotency.options-validation';
 
 describe('idempotency options', () => {
-  const resolve = (idempotency: unknown) => resolveOutboxOptions({ publisher: { enabled: false }, idempotency } as any).idempotency;
+  const resolve = (idempotency: unknown) =>
+    resolveOutboxOptions({ publisher: { enabled: false }, idempotency } as any).idempotency;
 
   it('applies the defaults', () => {
     expect(resolve(undefined)).toEqual(DEFAULT_IDEMPOTENCY_OPTIONS);
-    expect(DEFAULT_IDEMPOTENCY_OPTIONS).toMatchObject({ header: 'Idempotency-Key', required: true, ttl: 86_400_000, retryAfter: 1, manualAck: false });
+    expect(DEFAULT_IDEMPOTENCY_OPTIONS).toMatchObject({
+      header: 'Idempotency-Key',
+      required: true,
+      ttl: 86_400_000,
+      retryAfter: 1,
+      manualAck: false,
+    });
   });
 
   it('takes valid overrides and lower-cases replayed header names', () => {
-    expect(resolve({ header: 'X-Request-Id', ttl: 3_600_000, required: false, replayHeaders: ['Location'] })).toMatchObject({
+    expect(
+      resolve({ header: 'X-Request-Id', ttl: 3_600_000, required: false, replayHeaders: ['Location'] }),
+    ).toMatchObject({
       header: 'X-Request-Id',
       ttl: 3_600_000,
       required: false,
@@ -45,6 +54,10 @@ describe('idempotency options', () => {
 
   it('layers decorator options over module defaults', () => {
     const module = resolveIdempotencyDefaults({ ttl: 60_000 });
-    expect(resolveIdempotencyDefaults({ retryAfter: 3 }, module)).toMatchObject({ ttl: 60_000, retryAfter: 3, header: 'Idempotency-Key' });
+    expect(resolveIdempotencyDefaults({ retryAfter: 3 }, module)).toMatchObject({
+      ttl: 60_000,
+      retryAfter: 3,
+      header: 'Idempotency-Key',
+    });
   });
 });

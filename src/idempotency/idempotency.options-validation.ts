@@ -11,36 +11,62 @@ function fail(path: string, problem: string, fix: string): never {
  * Validates `OutboxModule.forRoot({ idempotency })` (and, with `where`, the options of one `@Idempotent()`), and
  * applies the defaults. Throws `OutboxConfigurationError` naming the option and the fix.
  */
-export function resolveIdempotencyDefaults(input: unknown, base: ResolvedIdempotencyDefaults = DEFAULT_IDEMPOTENCY_OPTIONS): ResolvedIdempotencyDefaults {
+export function resolveIdempotencyDefaults(
+  input: unknown,
+  base: ResolvedIdempotencyDefaults = DEFAULT_IDEMPOTENCY_OPTIONS,
+): ResolvedIdempotencyDefaults {
   if (input === undefined) return base;
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
-    fail('', `must be an object, got ${input === null ? 'null' : typeof input}`, 'Pass e.g. `idempotency: { ttl: 3600000 }` or leave it out.');
+    fail(
+      '',
+      `must be an object, got ${input === null ? 'null' : typeof input}`,
+      'Pass e.g. `idempotency: { ttl: 3600000 }` or leave it out.',
+    );
   }
   const raw = input as IdempotencyDefaults & Record<string, unknown>;
   const known = Object.keys(DEFAULT_IDEMPOTENCY_OPTIONS);
   for (const key of Object.keys(raw)) {
-    if (!known.includes(key)) fail(key, 'is not a known option', `Known options here: ${known.join(', ')}. Check the spelling.`);
+    if (!known.includes(key))
+      fail(key, 'is not a known option', `Known options here: ${known.join(', ')}. Check the spelling.`);
   }
   const header = raw.header ?? base.header;
   if (typeof header !== 'string' || !HEADER_NAME.test(header)) {
-    fail('header', `must be an HTTP header name, got ${JSON.stringify(header)}`, "Pass a name such as 'Idempotency-Key'.");
+    fail(
+      'header',
+      `must be an HTTP header name, got ${JSON.stringify(header)}`,
+      "Pass a name such as 'Idempotency-Key'.",
+    );
   }
   const required = raw.required ?? base.required;
-  if (typeof required !== 'boolean') fail('required', `must be a boolean, got ${typeof required}`, 'Pass true or false.');
+  if (typeof required !== 'boolean')
+    fail('required', `must be a boolean, got ${typeof required}`, 'Pass true or false.');
   const ttl = raw.ttl ?? base.ttl;
   if (typeof ttl !== 'number' || !Number.isInteger(ttl) || ttl < 1000) {
-    fail('ttl', `must be a whole number of milliseconds, at least 1000, got ${String(ttl)}`, 'Pass e.g. 86400000 (24 hours, the default).');
+    fail(
+      'ttl',
+      `must be a whole number of milliseconds, at least 1000, got ${String(ttl)}`,
+      'Pass e.g. 86400000 (24 hours, the default).',
+    );
   }
   const retryAfter = raw.retryAfter ?? base.retryAfter;
   if (typeof retryAfter !== 'number' || !Number.isInteger(retryAfter) || retryAfter < 0) {
-    fail('retryAfter', `must be a whole number of seconds >= 0, got ${String(retryAfter)}`, 'Pass e.g. 1 (the default).');
+    fail(
+      'retryAfter',
+      `must be a whole number of seconds >= 0, got ${String(retryAfter)}`,
+      'Pass e.g. 1 (the default).',
+    );
   }
   const replayHeaders = raw.replayHeaders ?? base.replayHeaders;
   if (!Array.isArray(replayHeaders) || replayHeaders.some((h) => typeof h !== 'string' || !HEADER_NAME.test(h))) {
     fail('replayHeaders', 'must be an array of HTTP header names', "Pass e.g. ['location', 'etag'].");
   }
   const manualAck = raw.manualAck ?? base.manualAck;
-  if (typeof manualAck !== 'boolean') fail('manualAck', `must be a boolean, got ${typeof manualAck}`, 'Pass true for RabbitMQ consumers with noAck: false.');
+  if (typeof manualAck !== 'boolean')
+    fail(
+      'manualAck',
+      `must be a boolean, got ${typeof manualAck}`,
+      'Pass true for RabbitMQ consumers with noAck: false.',
+    );
   const replayErrors = raw.replayErrors ?? base.replayErrors;
   if (typeof replayErrors !== 'boolean' && typeof replayErrors !== 'function') {
     const got = `must be a boolean or a function, got ${typeof replayErrors}`;

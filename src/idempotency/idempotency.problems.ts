@@ -34,7 +34,10 @@ const TITLES: Record<number, string> = {
 };
 
 function problem(status: number, code: string, detail: string, retryAfter?: number): IdempotencyProblemException {
-  return new IdempotencyProblemException({ type: 'about:blank', title: TITLES[status], status, detail, code }, retryAfter);
+  return new IdempotencyProblemException(
+    { type: 'about:blank', title: TITLES[status], status, detail, code },
+    retryAfter,
+  );
 }
 
 /** 400: the endpoint requires a key and the request has none. */

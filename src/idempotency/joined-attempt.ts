@@ -2,7 +2,13 @@ import { AsyncResource } from 'node:async_hooks';
 import type { DataSource } from 'typeorm';
 import { currentTransaction } from '../transaction/transaction-context';
 import type { OutboxTransactionSource } from '../transaction/transaction.types';
-import { IdempotencyBegin, IdempotencyStore, IdempotencyStoreConfig, isKeyViolation, NewIdempotencyRecord } from './idempotency-store';
+import {
+  IdempotencyBegin,
+  IdempotencyStore,
+  IdempotencyStoreConfig,
+  isKeyViolation,
+  NewIdempotencyRecord,
+} from './idempotency-store';
 
 /** Thrown inside the source's transaction to roll it back on purpose. */
 class Abort extends Error {}

@@ -4,8 +4,12 @@ import { JsonNestingTooDeepError, MAX_JSON_DEPTH, stableJson } from './stable-js
 
 describe('stableJson / fingerprintOf', () => {
   it('does not depend on the key order of objects, at any depth', () => {
-    expect(stableJson({ b: 1, a: { d: [1, { y: 2, x: 1 }], c: null } })).toBe(stableJson({ a: { c: null, d: [1, { x: 1, y: 2 }] }, b: 1 }));
-    expect(fingerprintOf('POST', { amount: 25, currency: 'EUR' })).toBe(fingerprintOf('POST', { currency: 'EUR', amount: 25 }));
+    expect(stableJson({ b: 1, a: { d: [1, { y: 2, x: 1 }], c: null } })).toBe(
+      stableJson({ a: { c: null, d: [1, { x: 1, y: 2 }] }, b: 1 }),
+    );
+    expect(fingerprintOf('POST', { amount: 25, currency: 'EUR' })).toBe(
+      fingerprintOf('POST', { currency: 'EUR', amount: 25 }),
+    );
   });
 
   it('parses back to the same value as JSON.stringify for any JSON value', () => {
@@ -39,7 +43,8 @@ describe('stableJson / fingerprintOf', () => {
   });
 
   it('refuses a value nested deeper than the limit with JsonNestingTooDeepError, never a stack overflow', () => {
-    const nested = (depth: number, open: string, inner: string, close: string) => JSON.parse(open.repeat(depth) + inner + close.repeat(depth));
+    const nested = (depth: number, open: string, inner: string, close: string) =>
+      JSON.parse(open.repeat(depth) + inner + close.repeat(depth));
     // ~4 KB of JSON that used to overflow the stack; and far deeper ones.
     for (const depth of [MAX_JSON_DEPTH + 1, 2_040, 20_000, 200_000]) {
       expect(() => fingerprintOf('POST', '/orders', {}, nested(depth, '[', '', ']'))).toThrow(JsonNestingTooDeepError);

@@ -53,7 +53,9 @@ export class OutboxDeadLetters {
   async list(options: ListDeadOptions = {}): Promise<OutboxMessage[]> {
     const limit = options.limit ?? 100;
     if (!Number.isInteger(limit) || limit < 1) {
-      throw new OutboxInvalidMessageError(`OutboxDeadLetters.list() option limit must be a positive integer, got ${String(limit)}.`);
+      throw new OutboxInvalidMessageError(
+        `OutboxDeadLetters.list() option limit must be a positive integer, got ${String(limit)}.`,
+      );
     }
     const where: Record<string, unknown> = { status: 'dead' };
     if (options.pattern !== undefined) where.pattern = options.pattern;

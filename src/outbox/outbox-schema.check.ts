@@ -81,7 +81,16 @@ function schemaError(dataSource: string, problems: OutboxSchemaProblem[], needed
       ? `- table "${p.table}" does not exist`
       : `- table "${p.table}" lacks the column${p.missingColumns.length > 1 ? 's' : ''} ${p.missingColumns.join(', ')}`,
   );
-  const migrations = [...new Set(problems.flatMap((p) => migrationsFor(p, needed.find((t) => t.table === p.table))))];
+  const migrations = [
+    ...new Set(
+      problems.flatMap((p) =>
+        migrationsFor(
+          p,
+          needed.find((t) => t.table === p.table),
+        ),
+      ),
+    ),
+  ];
   // A column that a later migration adds is not a sign of a hand-made table.
   const incomplete = problems.some((p) => {
     const later = needed.find((t) => t.table === p.table)?.addedLater;

@@ -103,7 +103,8 @@ export class OutboxService {
     } catch (error) {
       throw this.duplicateIdError(pattern, row.messageId, error) ?? error;
     }
-    if (context && context.manager === manager && !context.afterCommit.includes(this.wake)) context.afterCommit.push(this.wake);
+    if (context && context.manager === manager && !context.afterCommit.includes(this.wake))
+      context.afterCommit.push(this.wake);
     return row.messageId;
   }
 
@@ -161,10 +162,14 @@ export class OutboxService {
       }
       for (const [name, value] of Object.entries(h)) {
         if (typeof value !== 'string') {
-          throw new OutboxInvalidMessageError(`emit('${pattern}') header "${name}" must be a string, got ${typeof value}. Convert it with String().`);
+          throw new OutboxInvalidMessageError(
+            `emit('${pattern}') header "${name}" must be a string, got ${typeof value}. Convert it with String().`,
+          );
         }
         if (name.toLowerCase() === MESSAGE_ID_HEADER) {
-          throw new OutboxInvalidMessageError(`emit('${pattern}') header "${name}" is reserved for the message id. Use the messageId option.`);
+          throw new OutboxInvalidMessageError(
+            `emit('${pattern}') header "${name}" is reserved for the message id. Use the messageId option.`,
+          );
         }
       }
       if (Object.keys(h).length > 0) headers = serializeJson(h, 'headers');
@@ -178,7 +183,10 @@ export class OutboxService {
       }
       availableAt = options.availableAt.getTime();
     }
-    if (options.delay !== undefined && (typeof options.delay !== 'number' || !Number.isFinite(options.delay) || options.delay < 0)) {
+    if (
+      options.delay !== undefined &&
+      (typeof options.delay !== 'number' || !Number.isFinite(options.delay) || options.delay < 0)
+    ) {
       throw new OutboxInvalidMessageError(`emit('${pattern}') option delay must be a number of milliseconds >= 0.`);
     }
     return {

@@ -12,7 +12,9 @@ export function serializeJson(value: unknown, what: string): string {
       path = key;
       throw new OutboxSerializationError(
         `The ${what} of emit() holds a ${kind}${key ? ` at key "${key}"` : ''}, which JSON cannot carry. ` +
-          (kind === 'bigint' ? 'Convert it to a string (value.toString()) or a number first.' : 'Remove it, or map the object to plain data first.'),
+          (kind === 'bigint'
+            ? 'Convert it to a string (value.toString()) or a number first.'
+            : 'Remove it, or map the object to plain data first.'),
       );
     }
     return v;
@@ -29,7 +31,9 @@ export function serializeJson(value: unknown, what: string): string {
     );
   }
   if (text === undefined) {
-    throw new OutboxSerializationError(`The ${what} of emit() is undefined, which JSON cannot carry. Pass null or an object.`);
+    throw new OutboxSerializationError(
+      `The ${what} of emit() is undefined, which JSON cannot carry. Pass null or an object.`,
+    );
   }
   return text;
 }

@@ -4,7 +4,11 @@ import type { ResolvedOutboxOptions } from '../outbox.options';
  * Delay before the next attempt after `attempts` attempts have been made: `initialDelay * factor^(attempts-1)`,
  * capped at `maxDelay`, with ± `jitter` of it randomized.
  */
-export function retryDelay(attempts: number, retry: ResolvedOutboxOptions['retry'], random: () => number = Math.random): number {
+export function retryDelay(
+  attempts: number,
+  retry: ResolvedOutboxOptions['retry'],
+  random: () => number = Math.random,
+): number {
   const exponent = Math.max(0, attempts - 1);
   const base = Math.min(retry.maxDelay, retry.initialDelay * Math.pow(retry.factor, exponent));
   const spread = base * retry.jitter;

@@ -10,7 +10,12 @@ class ReportOnly extends OutboxPublisher {
   constructor() {
     super(resolveOutboxOptions({ client: 'BROKER' }), {} as never, {} as never);
     const record = (level: string) => (message: string) => this.lines.push({ level, message });
-    Object.assign(this.logger, { warn: record('warn'), error: record('error'), log: record('log'), debug: record('debug') });
+    Object.assign(this.logger, {
+      warn: record('warn'),
+      error: record('error'),
+      log: record('log'),
+      debug: record('debug'),
+    });
     this.on('retry', (e) => this.seen.push(`retry ${e.messageId}`));
     this.on('dead', (e) => this.seen.push(`dead ${e.messageId}`));
   }
@@ -19,7 +24,11 @@ class ReportOnly extends OutboxPublisher {
   batch(sent: number, failures: Array<{ id: string; error: string; dead?: boolean }>) {
     const rows = failures.map(({ id, error, dead }) => ({ row: row(id), failure: failure(id, error, dead) }));
     for (const { row: r, failure: f } of rows) this.reportPublishFailure(r, f);
-    this.reportBatchFailures({ sent: Array.from({ length: sent }, (_, i) => row(`ok${i}`)), failures: rows, unstarted: [] });
+    this.reportBatchFailures({
+      sent: Array.from({ length: sent }, (_, i) => row(`ok${i}`)),
+      failures: rows,
+      unstarted: [],
+    });
   }
 
   count(level: string) {
@@ -27,9 +36,23 @@ class ReportOnly extends OutboxPublisher {
   }
 }
 
-const row = (messageId: string): ClaimedOutboxRow => ({ seq: '1', messageId, pattern: 'E', payload: '{}', headers: null, key: null, attempts: 1 });
-const failure = (id: string, error: string, dead = false): OutboxFailure => ({ seq: id, error, dead, retryDelay: dead ? 0 : 200 });
-const outage = (n: number, error = 'Error: Connection closed') => Array.from({ length: n }, (_, i) => ({ id: `m${i}`, error }));
+const row = (messageId: string): ClaimedOutboxRow => ({
+  seq: '1',
+  messageId,
+  pattern: 'E',
+  payload: '{}',
+  headers: null,
+  key: null,
+  attempts: 1,
+});
+const failure = (id: string, error: string, dead = false): OutboxFailure => ({
+  seq: id,
+  error,
+  dead,
+  retryDelay: dead ? 0 : 200,
+});
+const outage = (n: number, error = 'Error: Connection closed') =>
+  Array.from({ length: n }, (_, i) => ({ id: `m${i}`, error }));
 
 describe('OutboxPublisher failure log', () => {
   beforeEach(() => jest.useFakeTimers({ now: 1_000_000 }));
@@ -40,7 +63,9 @@ describe('OutboxPublisher failure log', () => {
     publisher.batch(0, outage(500));
     publisher.batch(0, outage(500));
     expect(publisher.count('warn')).toBe(1);
-    expect(publisher.lines.find((l) => l.level === 'warn')!.message).toMatch(/500 attempt\(s\) in 1 batch\(es\).*Connection closed/);
+    expect(publisher.lines.find((l) => l.level === 'warn')!.message).toMatch(
+      /500 attempt\(s\) in 1 batch\(es\).*Connection closed/,
+    );
     expect(publisher.count('debug')).toBe(1000);
     expect(publisher.seen.filter((e) => e.startsWith('retry'))).toHaveLength(1000);
   });
@@ -53,7 +78,9 @@ describe('OutboxPublisher failure log', () => {
     }
     // t = 0 s and t = 30 s.
     expect(publisher.count('warn')).toBe(2);
-    expect(publisher.lines.filter((l) => l.level === 'warn')[1].message).toMatch(/3000 attempt\(s\) in 30 batch\(es\) failed since the last report/);
+    expect(publisher.lines.filter((l) => l.level === 'warn')[1].message).toMatch(
+      /3000 attempt\(s\) in 30 batch\(es\) failed since the last report/,
+    );
     publisher.batch(0, outage(10, 'OutboxPublishTimeoutError: No confirmation within 2000 ms'));
     expect(publisher.count('warn')).toBe(3);
     publisher.batch(0, outage(10, 'Error: Connection closed'));

@@ -9,7 +9,11 @@ class BatchOnly extends OutboxPublisher {
   failing = new Set<string>();
 
   constructor() {
-    super(resolveOutboxOptions({ client: 'BROKER', publisher: { publishTimeout: 1000, leaseDuration: 5000 } }), {} as never, {} as never);
+    super(
+      resolveOutboxOptions({ client: 'BROKER', publisher: { publishTimeout: 1000, leaseDuration: 5000 } }),
+      {} as never,
+      {} as never,
+    );
   }
 
   protected override async publish(_client: unknown, row: ClaimedOutboxRow): Promise<void> {
@@ -38,7 +42,15 @@ describe('OutboxPublisher.publishBatch', () => {
   it('publishes unkeyed rows in parallel and each key in sequence; a failure stops only its key', async () => {
     const publisher = new BatchOnly();
     publisher.failing.add('a2');
-    const rows = [row('u1', null, 1), row('a1', 'A', 2), row('u2', null, 3), row('a2', 'A', 4), row('b1', 'B', 5), row('a3', 'A', 6), row('b2', 'B', 7)];
+    const rows = [
+      row('u1', null, 1),
+      row('a1', 'A', 2),
+      row('u2', null, 3),
+      row('a2', 'A', 4),
+      row('b1', 'B', 5),
+      row('a3', 'A', 6),
+      row('b2', 'B', 7),
+    ];
     const outcome = await publisher.run(rows);
 
     expect(outcome.sent.map((r) => r.messageId).sort()).toEqual(['a1', 'b1', 'b2', 'u1', 'u2']);

@@ -217,7 +217,12 @@ export async function writeOutcome(
   );
   const rescheduled = await runOnConnection(dataSource, (m) => dialect.markFailed(m, table, owner, failures, history));
   const released = await runOnConnection(dataSource, (m) =>
-    dialect.release(m, table, owner, outcome.unstarted.map((r) => r.seq)),
+    dialect.release(
+      m,
+      table,
+      owner,
+      outcome.unstarted.map((r) => r.seq),
+    ),
   );
   const fenced = sentSeqs.length - marked + (failures.length - rescheduled) + (outcome.unstarted.length - released);
   return { marked, rescheduled, released, fenced };

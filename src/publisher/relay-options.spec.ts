@@ -9,7 +9,13 @@ describe('relay options (publisher.notify, publisher.maxBatchesInFlight, cleanup
   it('applies the documented defaults', () => {
     const resolved = resolveOutboxOptions(base);
     expect(resolved.publisher).toMatchObject({ notify: true, maxBatchesInFlight: 4 });
-    expect(resolved.cleanup).toEqual({ enabled: true, deleteOnPublish: false, retention: 86_400_000, interval: 60_000, batchSize: 1000 });
+    expect(resolved.cleanup).toEqual({
+      enabled: true,
+      deleteOnPublish: false,
+      retention: 86_400_000,
+      interval: 60_000,
+      batchSize: 1000,
+    });
     expect(resolved.cleanup).toEqual(DEFAULT_CLEANUP_OPTIONS);
   });
 

@@ -20,7 +20,12 @@ if (!prototype.__outboxPatched) {
   const original = prototype.normalizeType;
   prototype.normalizeType = function (this: unknown, column: Partial<ColumnMetadata>) {
     const target = column.entityMetadata?.target;
-    if (column.isGenerated && column.generationStrategy === 'increment' && typeof target === 'function' && integerKeys.has(target)) {
+    if (
+      column.isGenerated &&
+      column.generationStrategy === 'increment' &&
+      typeof target === 'function' &&
+      integerKeys.has(target)
+    ) {
       return 'integer';
     }
     return original.call(this, column);

@@ -39,7 +39,9 @@ export async function flushOutbox(app: INestApplicationContext, options: FlushOu
     const { inFlight, due } = await outbox.stats();
     if (inFlight === 0 && due === 0) return total;
     if (Date.now() > deadline) {
-      throw new Error(`flushOutbox(): ${inFlight} message(s) still in flight and ${due} due after ${options.timeout ?? 10_000} ms.`);
+      throw new Error(
+        `flushOutbox(): ${inFlight} message(s) still in flight and ${due} due after ${options.timeout ?? 10_000} ms.`,
+      );
     }
     if (inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 10));
     total += await publisher.flush();

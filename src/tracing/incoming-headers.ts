@@ -20,7 +20,8 @@ export function incomingHeaders(data: unknown, ctx: unknown): Record<string, str
       for (const name of headers.keys()) put(name, headers.get(name));
     }
   } else if (ctx instanceof MqttContext) {
-    for (const [name, value] of Object.entries((ctx.getPacket() as any)?.properties?.userProperties ?? {})) put(name, value);
+    for (const [name, value] of Object.entries((ctx.getPacket() as any)?.properties?.userProperties ?? {}))
+      put(name, value);
   } else if (ctx instanceof KafkaContext) {
     for (const [name, value] of Object.entries((ctx.getMessage() as any)?.headers ?? {})) put(name, value);
   }

@@ -22,7 +22,8 @@ import { loadOpenTelemetry, openTelemetry } from '../util/opentelemetry';
 export class OutboxTraceInterceptor implements NestInterceptor {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     if (context.getType() !== 'rpc') return next.handle();
-    if (openTelemetry() === undefined) return from(loadOpenTelemetry()).pipe(mergeMap(() => this.traced(context, next)));
+    if (openTelemetry() === undefined)
+      return from(loadOpenTelemetry()).pipe(mergeMap(() => this.traced(context, next)));
     return this.traced(context, next);
   }
 

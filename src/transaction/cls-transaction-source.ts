@@ -41,7 +41,9 @@ export class ClsTransactionSource implements OutboxTransactionSource {
   async init(_dataSource: DataSource, moduleRef: ModuleRef): Promise<void> {
     let module: { getTransactionHostToken(connectionName?: string): symbol | Function };
     try {
-      const loaded = (await import('@nestjs-cls/transactional')) as unknown as typeof module & { default?: typeof module };
+      const loaded = (await import('@nestjs-cls/transactional')) as unknown as typeof module & {
+        default?: typeof module;
+      };
       // From the ES module build, a CommonJS package's exports may sit on `default` only.
       module = typeof loaded.getTransactionHostToken === 'function' ? loaded : loaded.default!;
     } catch (error) {
@@ -51,7 +53,9 @@ export class ClsTransactionSource implements OutboxTransactionSource {
       );
     }
     try {
-      this.host = moduleRef.get<TransactionHostLike>(module.getTransactionHostToken(this.options.connectionName), { strict: false });
+      this.host = moduleRef.get<TransactionHostLike>(module.getTransactionHostToken(this.options.connectionName), {
+        strict: false,
+      });
     } catch {
       const named = this.options.connectionName ? ` with connectionName '${this.options.connectionName}'` : '';
       throw new OutboxConfigurationError(
@@ -75,7 +79,11 @@ export class ClsTransactionSource implements OutboxTransactionSource {
     return context;
   }
 
-  async run<T>(dataSource: DataSource, work: (manager: EntityManager) => Promise<T>, options: OutboxTransactionOptions): Promise<T> {
+  async run<T>(
+    dataSource: DataSource,
+    work: (manager: EntityManager) => Promise<T>,
+    options: OutboxTransactionOptions,
+  ): Promise<T> {
     const outer = this.current(dataSource);
     if (outer) return work(outer.manager);
     const host = this.transactionHost();
@@ -98,7 +106,9 @@ export class ClsTransactionSource implements OutboxTransactionSource {
 
   private transactionHost(): TransactionHostLike {
     if (!this.host) {
-      throw new OutboxConfigurationError('ClsTransactionSource was used before OutboxModule initialized it. Use it only after app.init().');
+      throw new OutboxConfigurationError(
+        'ClsTransactionSource was used before OutboxModule initialized it. Use it only after app.init().',
+      );
     }
     return this.host;
   }

@@ -31,7 +31,10 @@ export function getOutboxMessageId(first: unknown, second?: unknown): string | u
 }
 
 function isExecutionContext(value: unknown): value is ExecutionContext {
-  return typeof (value as ExecutionContext)?.switchToRpc === 'function' && typeof (value as ExecutionContext)?.getType === 'function';
+  return (
+    typeof (value as ExecutionContext)?.switchToRpc === 'function' &&
+    typeof (value as ExecutionContext)?.getType === 'function'
+  );
 }
 
 function text(value: unknown): string | undefined {

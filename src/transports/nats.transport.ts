@@ -16,7 +16,10 @@ export class NatsOutboxTransport implements OutboxTransport {
   /** Loads the `nats` package (the app's dependency, an optional peer here) for its header factory. */
   async ready(): Promise<void> {
     if (this.createHeaders) return;
-    const nats = (await import('nats')) as unknown as { headers?: () => NatsHeaders; default?: { headers: () => NatsHeaders } };
+    const nats = (await import('nats')) as unknown as {
+      headers?: () => NatsHeaders;
+      default?: { headers: () => NatsHeaders };
+    };
     this.createHeaders = nats.headers ?? nats.default!.headers;
   }
 

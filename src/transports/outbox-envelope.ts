@@ -27,7 +27,8 @@ export function rememberEnvelope(payload: unknown, envelope: OutboxEnvelope): vo
 
 export function envelopeOf(payload: unknown): { id: string; headers: Record<string, string> } | undefined {
   if (typeof payload === 'object' && payload !== null) {
-    if (isOutboxEnvelope(payload)) return { id: payload[ENVELOPE_FIELD].id, headers: payload[ENVELOPE_FIELD].headers ?? {} };
+    if (isOutboxEnvelope(payload))
+      return { id: payload[ENVELOPE_FIELD].id, headers: payload[ENVELOPE_FIELD].headers ?? {} };
     return unwrappedIds.get(payload);
   }
   return undefined;

@@ -1,4 +1,12 @@
-import { ClientKafka, ClientMqtt, ClientNats, ClientProxy, ClientRedis, ClientRMQ, ClientTCP } from '@nestjs/microservices';
+import {
+  ClientKafka,
+  ClientMqtt,
+  ClientNats,
+  ClientProxy,
+  ClientRedis,
+  ClientRMQ,
+  ClientTCP,
+} from '@nestjs/microservices';
 import { OutboxConfigurationError } from '../errors';
 import type { OutboxTransportName } from '../outbox.options';
 import { EnvelopeOutboxTransport } from './envelope.transport';

@@ -48,10 +48,18 @@ describe('transports: the message id on every transport', () => {
     const record = new RmqOutboxTransport().toRecord(message);
     expect(record).toBeInstanceOf(RmqRecord);
     expect(record.data).toEqual({ orderId: 1 });
-    expect(record.options).toMatchObject({ messageId: message.messageId, persistent: true, headers: { tenant: 'acme', 'x-message-id': message.messageId } });
+    expect(record.options).toMatchObject({
+      messageId: message.messageId,
+      persistent: true,
+      headers: { tenant: 'acme', 'x-message-id': message.messageId },
+    });
     const ctx = new RmqContext([{ properties: { messageId: message.messageId, headers: {} } }, {}, 'OrderPlaced']);
     expect(getOutboxMessageId(record.data, ctx)).toBe(message.messageId);
-    const headerOnly = new RmqContext([{ properties: { headers: { 'x-message-id': 'from-header' } } }, {}, 'OrderPlaced']);
+    const headerOnly = new RmqContext([
+      { properties: { headers: { 'x-message-id': 'from-header' } } },
+      {},
+      'OrderPlaced',
+    ]);
     expect(getOutboxMessageId(rpcContext({}, headerOnly))).toBe('from-header');
   });
 
@@ -71,26 +79,54 @@ describe('transports: the message id on every transport', () => {
   it('MQTT 5: QoS 1 (emit completes on PUBACK) and x-message-id as a user property', () => {
     const record = new MqttOutboxTransport().toRecord(message);
     expect(record).toBeInstanceOf(MqttRecord);
-    expect(record.options).toEqual({ qos: 1, properties: { userProperties: { tenant: 'acme', 'x-message-id': message.messageId } } });
-    const ctx = new MqttContext(['OrderPlaced', { properties: { userProperties: { 'x-message-id': message.messageId } } }]);
+    expect(record.options).toEqual({
+      qos: 1,
+      properties: { userProperties: { tenant: 'acme', 'x-message-id': message.messageId } },
+    });
+    const ctx = new MqttContext([
+      'OrderPlaced',
+      { properties: { userProperties: { 'x-message-id': message.messageId } } },
+    ]);
     expect(getOutboxMessageId({}, ctx)).toBe(message.messageId);
   });
 
   it('Kafka: record key = ordering key, x-message-id as a record header, through ClientKafka’s serializer', () => {
     const record = new KafkaOutboxTransport().toRecord(message);
-    expect(record).toEqual({ key: 'order-1', value: { orderId: 1 }, headers: { tenant: 'acme', 'x-message-id': message.messageId } });
+    expect(record).toEqual({
+      key: 'order-1',
+      value: { orderId: 1 },
+      headers: { tenant: 'acme', 'x-message-id': message.messageId },
+    });
     const wire = new KafkaRequestSerializer().serialize({ ...record });
-    expect(wire).toEqual({ key: 'order-1', value: JSON.stringify({ orderId: 1 }), headers: { tenant: 'acme', 'x-message-id': message.messageId } });
+    expect(wire).toEqual({
+      key: 'order-1',
+      value: JSON.stringify({ orderId: 1 }),
+      headers: { tenant: 'acme', 'x-message-id': message.messageId },
+    });
     expect(new KafkaOutboxTransport().toRecord({ ...message, key: null })).not.toHaveProperty('key');
     // kafkajs hands headers to the consumer as Buffers.
-    const kafkaMessage = { key: Buffer.from('order-1'), value: Buffer.from('{}'), headers: { 'x-message-id': Buffer.from(message.messageId) } };
-    const ctx = new KafkaContext([kafkaMessage as never, 0, 'OrderPlaced', undefined as never, undefined as never, undefined as never]);
+    const kafkaMessage = {
+      key: Buffer.from('order-1'),
+      value: Buffer.from('{}'),
+      headers: { 'x-message-id': Buffer.from(message.messageId) },
+    };
+    const ctx = new KafkaContext([
+      kafkaMessage as never,
+      0,
+      'OrderPlaced',
+      undefined as never,
+      undefined as never,
+      undefined as never,
+    ]);
     expect(getOutboxMessageId(rpcContext({}, ctx))).toBe(message.messageId);
   });
 
   it('TCP and Redis: an envelope that OutboxEnvelopeDeserializer unwraps, remembering the id', () => {
     const envelope = new EnvelopeOutboxTransport('tcp').toRecord(message);
-    expect(envelope).toEqual({ $outbox: { id: message.messageId, headers: { tenant: 'acme' } }, payload: { orderId: 1 } });
+    expect(envelope).toEqual({
+      $outbox: { id: message.messageId, headers: { tenant: 'acme' } },
+      payload: { orderId: 1 },
+    });
     const packet = new OutboxEnvelopeDeserializer().deserialize({ pattern: 'OrderPlaced', data: envelope });
     expect(packet.data).toEqual({ orderId: 1 });
     expect(getOutboxMessageId(packet.data, new TcpContext([{} as never, 'OrderPlaced']))).toBe(message.messageId);

@@ -11,25 +11,33 @@ import { ChildApp } from './support/child-app';
 import { sleep } from './support/produce';
 import { deleteQueues, uniqueQueue } from './support/rabbitmq';
 
-describeWith(['rabbitmq'], `Fault 1: a publisher-only worker process stays alive with nothing due, on ${DATABASE_LABEL.sqlite}`, () => {
-  let db: TestDatabase;
-  let worker: ChildApp;
-  const queue = uniqueQueue('worker-alive');
+describeWith(
+  ['rabbitmq'],
+  `Fault 1: a publisher-only worker process stays alive with nothing due, on ${DATABASE_LABEL.sqlite}`,
+  () => {
+    let db: TestDatabase;
+    let worker: ChildApp;
+    const queue = uniqueQueue('worker-alive');
 
-  beforeAll(async () => {
-    db = await createTestDatabase('sqlite');
-    worker = new ChildApp('publisher.main.ts', { db: db.options, synchronize: true, queue } satisfies PublisherAppConfig, 'publisher-worker');
-  });
+    beforeAll(async () => {
+      db = await createTestDatabase('sqlite');
+      worker = new ChildApp(
+        'publisher.main.ts',
+        { db: db.options, synchronize: true, queue } satisfies PublisherAppConfig,
+        'publisher-worker',
+      );
+    });
 
-  afterAll(async () => {
-    await worker?.stop();
-    await db?.drop();
-    await deleteQueues(queue);
-  });
+    afterAll(async () => {
+      await worker?.stop();
+      await db?.drop();
+      await deleteQueues(queue);
+    });
 
-  it('is still running 5 s after bootstrap', async () => {
-    await worker.start();
-    await sleep(5_000);
-    expect(worker.running).toBe(true);
-  });
-});
+    it('is still running 5 s after bootstrap', async () => {
+      await worker.start();
+      await sleep(5_000);
+      expect(worker.running).toBe(true);
+    });
+  },
+);

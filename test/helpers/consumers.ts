@@ -48,19 +48,28 @@ export async function startConsumer(
   Controller()(Sink);
   @Module({ controllers: [Sink] })
   class ConsumerModule {}
-  const app = await NestFactory.createMicroservice<MicroserviceOptions>(ConsumerModule, { ...options, logger: false } as any);
+  const app = await NestFactory.createMicroservice<MicroserviceOptions>(ConsumerModule, {
+    ...options,
+    logger: false,
+  } as any);
   await app.listen();
   return { app, received, close: () => app.close() };
 }
 
 /** RMQ consumer options for `queue` with manual acks. */
 export function rmqConsumerOptions(queue: string, url = RABBITMQ_URL): MicroserviceOptions {
-  return { transport: Transport.RMQ, options: { urls: [url], queue, noAck: false, prefetchCount: 500, queueOptions: { durable: true } } };
+  return {
+    transport: Transport.RMQ,
+    options: { urls: [url], queue, noAck: false, prefetchCount: 500, queueOptions: { durable: true } },
+  };
 }
 
 /** RMQ client options (for ClientsModule) that publish to `queue`. */
 export function rmqClientOptions(queue: string, url = RABBITMQ_URL, extra: Record<string, unknown> = {}) {
-  return { transport: Transport.RMQ, options: { urls: [url], queue, queueOptions: { durable: true }, ...extra } } as const;
+  return {
+    transport: Transport.RMQ,
+    options: { urls: [url], queue, queueOptions: { durable: true }, ...extra },
+  } as const;
 }
 
 /** Deletes a test queue from the shared RabbitMQ (best effort). */

@@ -50,7 +50,9 @@ export async function createTestDatabase(kind: DatabaseKind): Promise<TestDataba
       const a = new DataSource(adminOptions(kind));
       await a.initialize();
       try {
-        await a.query(kind === 'postgres' ? `DROP DATABASE IF EXISTS ${name} WITH (FORCE)` : `DROP DATABASE IF EXISTS ${name}`);
+        await a.query(
+          kind === 'postgres' ? `DROP DATABASE IF EXISTS ${name} WITH (FORCE)` : `DROP DATABASE IF EXISTS ${name}`,
+        );
       } finally {
         await a.destroy();
       }

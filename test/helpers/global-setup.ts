@@ -14,5 +14,6 @@ export default async function globalSetup(): Promise<void> {
     );
   }
   process.env.OUTBOX_TEST_DOWN_SERVICES = down.join(',');
-  if (down.length > 0) console.warn(`\n[nestjs-outbox tests] services down, their suites are skipped: ${down.join(', ')}\n`);
+  if (down.length > 0)
+    console.warn(`\n[nestjs-outbox tests] services down, their suites are skipped: ${down.join(', ')}\n`);
 }

@@ -13,7 +13,11 @@ export function freePort(): Promise<number> {
 }
 
 /** Polls `check` until it returns true or `timeoutMs` passes (then throws with `what`). */
-export async function waitFor(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
+export async function waitFor(
+  check: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 20_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (await check()) return;

@@ -53,7 +53,10 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
    */
   async insert(manager: EntityManager, table: string, rows: readonly NewOutboxRow[]): Promise<void> {
     for (const row of rows) {
-      for (const [what, text] of [['payload', row.payload], ['headers', row.headers]] as const) {
+      for (const [what, text] of [
+        ['payload', row.payload],
+        ['headers', row.headers],
+      ] as const) {
         const bytes = text === null ? 0 : Buffer.byteLength(text, 'utf8');
         if (bytes > MYSQL_TEXT_MAX_BYTES) {
           throw new OutboxInvalidMessageError(
@@ -102,7 +105,10 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
     const { affected } = await this.execute(manager, update);
     if (affected < buckets.length) {
       // First use of these buckets: create them (a concurrent creator waits for us, then ignores the duplicate).
-      await this.execute(manager, `INSERT IGNORE INTO ${locks} (${q('bucket')}, ${q('n')}) VALUES ${buckets.map((b) => `(${b}, 0)`).join(', ')}`);
+      await this.execute(
+        manager,
+        `INSERT IGNORE INTO ${locks} (${q('bucket')}, ${q('n')}) VALUES ${buckets.map((b) => `(${b}, 0)`).join(', ')}`,
+      );
       await this.execute(manager, update);
     }
   }
@@ -129,7 +135,10 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
     }
     if (Number(records[0]?.n ?? 0) >= KEY_LOCK_BUCKETS) return;
     const values = Array.from({ length: KEY_LOCK_BUCKETS }, (_, b) => `(${b}, 0)`).join(', ');
-    await this.execute(manager, `INSERT IGNORE INTO ${locks} (${this.quote('bucket')}, ${this.quote('n')}) VALUES ${values}`);
+    await this.execute(
+      manager,
+      `INSERT IGNORE INTO ${locks} (${this.quote('bucket')}, ${this.quote('n')}) VALUES ${values}`,
+    );
   }
 
   async claim(manager: EntityManager, { table, owner, limit, leaseMs }: ClaimRequest): Promise<ClaimedOutboxRow[]> {

@@ -16,6 +16,9 @@ export function pgConnectionConfig(dataSource: DataSource, applicationName: stri
 }
 
 /** The `pg` module TypeORM loaded for this DataSource. */
-export function pgModule(dataSource: DataSource): { Client: new (config: object) => any; Pool: new (config: object) => any } {
+export function pgModule(dataSource: DataSource): {
+  Client: new (config: object) => any;
+  Pool: new (config: object) => any;
+} {
   return (dataSource.driver as any).postgres;
 }

@@ -40,12 +40,21 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
    * changes, is a named prepared statement. Everything else — the callers' transactions included — stays on
    * TypeORM's connections.
    */
-  async execute(manager: EntityManager, sql: string, params: unknown[] = [], options: ExecuteOptions = {}): Promise<StatementResult> {
+  async execute(
+    manager: EntityManager,
+    sql: string,
+    params: unknown[] = [],
+    options: ExecuteOptions = {},
+  ): Promise<StatementResult> {
     if (options.relay && !manager.queryRunner) {
       const pool = this.relayPool(manager.connection);
       if (pool) {
         const query = options.name
-          ? { name: `nestjs_outbox_${options.name}_${createHash('sha1').update(sql).digest('hex').slice(0, 12)}`, text: sql, values: params }
+          ? {
+              name: `nestjs_outbox_${options.name}_${createHash('sha1').update(sql).digest('hex').slice(0, 12)}`,
+              text: sql,
+              values: params,
+            }
           : { text: sql, values: params };
         try {
           const result = await pool.query(query);

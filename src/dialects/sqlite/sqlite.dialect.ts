@@ -51,14 +51,18 @@ export class SqliteOutboxDialect extends SqlOutboxDialect {
   protected uniqueViolationDetails(error: any) {
     const code = String(error?.code ?? '');
     const message = String(error?.message ?? '');
-    if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') return { code: true, text: message };
+    if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY')
+      return { code: true, text: message };
     if (code === 'SQLITE_CONSTRAINT' && /UNIQUE constraint failed/i.test(message)) return { code: true, text: message };
     return undefined;
   }
 
   protected matchesIndex(text: string, index: UniqueIndexRef): boolean {
     if (index.columns.length === 0) return text.includes(index.name);
-    const failed = text.replace(/^.*UNIQUE constraint failed:\s*/i, '').split(',').map((s) => s.trim());
+    const failed = text
+      .replace(/^.*UNIQUE constraint failed:\s*/i, '')
+      .split(',')
+      .map((s) => s.trim());
     const expected = index.columns.map((c) => `${index.table}.${c}`);
     return failed.length === expected.length && expected.every((c) => failed.includes(c));
   }

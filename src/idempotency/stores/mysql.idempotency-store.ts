@@ -22,9 +22,14 @@ export class MysqlIdempotencyStore extends QueryRunnerIdempotencyStore {
 
   protected async lock(runner: QueryRunner, scope: string, key: string, fingerprint: string): Promise<IdempotencyLock> {
     const database = String((this.config.dataSource.options as { database?: string }).database ?? '');
-    const nameOf = (print: string) => `idem:${lockDigest(database, this.config.table, scope, key, print).toString('base64url').slice(0, 43)}`;
+    const nameOf = (print: string) =>
+      `idem:${lockDigest(database, this.config.table, scope, key, print).toString('base64url').slice(0, 43)}`;
     const [keyLock, requestLock] = [nameOf(''), nameOf(fingerprint)];
-    const { records } = await this.dialect.execute(runner.manager, 'SELECT GET_LOCK(?, 0) AS `locked`, GET_LOCK(?, 0) AS `request`', [keyLock, requestLock]);
+    const { records } = await this.dialect.execute(
+      runner.manager,
+      'SELECT GET_LOCK(?, 0) AS `locked`, GET_LOCK(?, 0) AS `request`',
+      [keyLock, requestLock],
+    );
     const locked = Number(records[0]?.locked) === 1;
     const request = Number(records[0]?.request) === 1;
     return {
@@ -33,7 +38,8 @@ export class MysqlIdempotencyStore extends QueryRunnerIdempotencyStore {
       sameRequest: !request,
       release: async () => {
         const held = [locked && keyLock, request && requestLock].filter((n): n is string => typeof n === 'string');
-        if (held.length) await this.dialect.execute(runner.manager, `DO ${held.map(() => 'RELEASE_LOCK(?)').join(', ')}`, held);
+        if (held.length)
+          await this.dialect.execute(runner.manager, `DO ${held.map(() => 'RELEASE_LOCK(?)').join(', ')}`, held);
       },
     };
   }

@@ -62,14 +62,21 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     const digest = lockDigest('', this.config.table, scope, key);
     const keyLock = digest.readBigInt64BE(0);
     // The fingerprint is itself a SHA-256 (hex): mixing its first 64 bits in needs no second hash.
-    const requestLock = BigInt.asIntN(64, keyLock ^ BigInt.asIntN(64, BigInt(`0x${fingerprint.slice(0, 16).padEnd(16, '0')}`)) ^ 1n);
+    const requestLock = BigInt.asIntN(
+      64,
+      keyLock ^ BigInt.asIntN(64, BigInt(`0x${fingerprint.slice(0, 16).padEnd(16, '0')}`)) ^ 1n,
+    );
     return [keyLock.toString(), requestLock.toString()];
   }
 
   async begin(scope: string, key: string, fingerprint: string): Promise<IdempotencyBegin> {
     const runner = this.config.dataSource.createQueryRunner();
     const client = (await runner.connect()) as PoolClient;
-    const [keyLock, requestLock] = this.lockIds(scope, key, /^[0-9a-f]{16}/.test(fingerprint) ? fingerprint : lockDigest('', '', fingerprint, '').toString('hex'));
+    const [keyLock, requestLock] = this.lockIds(
+      scope,
+      key,
+      /^[0-9a-f]{16}/.test(fingerprint) ? fingerprint : lockDigest('', '', fingerprint, '').toString('hex'),
+    );
     const where = this.where(client, scope, key);
     let results: Array<{ rows: any[] }>;
     try {
@@ -98,8 +105,16 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
   /** The same locks and read inside a transaction opened elsewhere (bound parameters; the locks end with it). */
   async takeIn(manager: EntityManager, scope: string, key: string, fingerprint: string): Promise<IdempotencyTake> {
     const q = this.q;
-    const [keyLock, requestLock] = this.lockIds(scope, key, /^[0-9a-f]{16}/.test(fingerprint) ? fingerprint : lockDigest('', '', fingerprint, '').toString('hex'));
-    const locks = await this.dialect.execute(manager, 'SELECT pg_try_advisory_xact_lock($1::bigint) AS locked, pg_try_advisory_xact_lock($2::bigint) AS request', [keyLock, requestLock]);
+    const [keyLock, requestLock] = this.lockIds(
+      scope,
+      key,
+      /^[0-9a-f]{16}/.test(fingerprint) ? fingerprint : lockDigest('', '', fingerprint, '').toString('hex'),
+    );
+    const locks = await this.dialect.execute(
+      manager,
+      'SELECT pg_try_advisory_xact_lock($1::bigint) AS locked, pg_try_advisory_xact_lock($2::bigint) AS request',
+      [keyLock, requestLock],
+    );
     const { records } = await this.dialect.execute(
       manager,
       `SELECT ${RECORD_COLUMNS.map(q).join(', ')}, ${q('expires_at')} <= ${this.dialect.nowMs} AS ${q('expired')} FROM ${this.table} WHERE ${q('scope')} = $1 AND ${q('idempotency_key')} = $2`,
@@ -107,11 +122,18 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     );
     const { record, expired } = toStored(records[0]);
     if (record) return { kind: 'stored', record };
-    if (locks.records[0]?.locked !== true) return { kind: 'in-flight', sameRequest: locks.records[0]?.request !== true };
+    if (locks.records[0]?.locked !== true)
+      return { kind: 'in-flight', sameRequest: locks.records[0]?.request !== true };
     return { kind: 'acquired', expired, release: async () => undefined };
   }
 
-  async insertIn(manager: EntityManager, scope: string, key: string, record: NewIdempotencyRecord, replaceExpired: boolean): Promise<void> {
+  async insertIn(
+    manager: EntityManager,
+    scope: string,
+    key: string,
+    record: NewIdempotencyRecord,
+    replaceExpired: boolean,
+  ): Promise<void> {
     const q = this.q;
     const where = `${q('scope')} = $1 AND ${q('idempotency_key')} = $2`;
     if (replaceExpired) await this.dialect.execute(manager, `DELETE FROM ${this.table} WHERE ${where}`, [scope, key]);
@@ -168,12 +190,20 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     } finally {
       state.isTransactionActive = false;
       state.transactionDepth = 0;
-      const release = (runner as unknown as { releasePostgresConnection?: (error?: unknown) => Promise<void> }).releasePostgresConnection;
+      const release = (runner as unknown as { releasePostgresConnection?: (error?: unknown) => Promise<void> })
+        .releasePostgresConnection;
       await (failure && release ? release.call(runner, failure) : runner.release());
     }
   }
 
-  private attempt(runner: QueryRunner, client: PoolClient, scope: string, key: string, where: string, expired: boolean): IdempotencyAttempt {
+  private attempt(
+    runner: QueryRunner,
+    client: PoolClient,
+    scope: string,
+    key: string,
+    where: string,
+    expired: boolean,
+  ): IdempotencyAttempt {
     const context = attemptContext(this.config.dataSource, runner.manager);
     const lit = (value: string | null) => (value === null ? 'NULL' : client.escapeLiteral(value));
     const rollback = async () => {

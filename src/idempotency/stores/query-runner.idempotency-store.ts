@@ -39,10 +39,20 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
   }
 
   /** Takes the non-blocking lock on (scope, key) for the connection of `runner`. */
-  protected abstract lock(runner: QueryRunner, scope: string, key: string, fingerprint: string): Promise<IdempotencyLock>;
+  protected abstract lock(
+    runner: QueryRunner,
+    scope: string,
+    key: string,
+    fingerprint: string,
+  ): Promise<IdempotencyLock>;
 
   /** Takes the locks inside a transaction opened elsewhere (they are released by `release()`, before its commit). */
-  protected abstract lockIn(runner: QueryRunner, scope: string, key: string, fingerprint: string): Promise<IdempotencyLock>;
+  protected abstract lockIn(
+    runner: QueryRunner,
+    scope: string,
+    key: string,
+    fingerprint: string,
+  ): Promise<IdempotencyLock>;
 
   /** SQL that deletes up to `limit` expired records. */
   protected abstract deleteExpiredSql(limit: number): string;
@@ -103,10 +113,20 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
     }
   }
 
-  async insertIn(manager: EntityManager, scope: string, key: string, record: NewIdempotencyRecord, replaceExpired: boolean): Promise<void> {
+  async insertIn(
+    manager: EntityManager,
+    scope: string,
+    key: string,
+    record: NewIdempotencyRecord,
+    replaceExpired: boolean,
+  ): Promise<void> {
     const q = (c: string) => this.dialect.quote(c);
     if (replaceExpired) {
-      await this.dialect.execute(manager, `DELETE FROM ${this.quotedTable} WHERE ${q('scope')} = ? AND ${q('idempotency_key')} = ?`, [scope, key]);
+      await this.dialect.execute(
+        manager,
+        `DELETE FROM ${this.quotedTable} WHERE ${q('scope')} = ? AND ${q('idempotency_key')} = ?`,
+        [scope, key],
+      );
     }
     const now = this.dialect.nowMs;
     await this.dialect.execute(
@@ -144,7 +164,13 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
     return toStored(records[0]);
   }
 
-  protected attempt(runner: QueryRunner, scope: string, key: string, expired: boolean, finish: () => Promise<void>): IdempotencyAttempt {
+  protected attempt(
+    runner: QueryRunner,
+    scope: string,
+    key: string,
+    expired: boolean,
+    finish: () => Promise<void>,
+  ): IdempotencyAttempt {
     const context = attemptContext(this.config.dataSource, runner.manager);
     const abort = async () => {
       try {

@@ -11,7 +11,8 @@ export class SqliteIdempotencyStore extends QueryRunnerIdempotencyStore {
     return new Promise((taken) => {
       void runOnConnection(
         this.config.dataSource,
-        () => new Promise<void>((release) => taken({ locked: true, sameRequest: true, release: async () => release() })),
+        () =>
+          new Promise<void>((release) => taken({ locked: true, sameRequest: true, release: async () => release() })),
       );
     });
   }

@@ -39,7 +39,7 @@ function createStatements(type: string): string[] {
     case 'mariadb':
       return [
         'CREATE TABLE `outbox_key_locks` (`bucket` int NOT NULL, `n` bigint NOT NULL DEFAULT 0, PRIMARY KEY (`bucket`)) ENGINE=InnoDB',
-        'CREATE TABLE `outbox_messages` (`seq` bigint NOT NULL AUTO_INCREMENT, `message_id` varchar(255) NOT NULL, `pattern` varchar(255) NOT NULL, `payload` text NOT NULL, `headers` text NULL, `ordering_key` varchar(255) NULL, `status` varchar(16) NOT NULL DEFAULT \'pending\', `attempts` int NOT NULL DEFAULT 0, `available_at` bigint NOT NULL, `created_at` bigint NOT NULL, `sent_at` bigint NULL, `claimed_by` varchar(36) NULL, `claimed_until` bigint NULL, `last_error` text NULL, UNIQUE INDEX `UQ_outbox_messages_message_id` (`message_id`), INDEX `IDX_outbox_messages_cleanup` (`status`, `sent_at`), INDEX `IDX_outbox_messages_key` (`ordering_key`, `status`, `seq`), INDEX `IDX_outbox_messages_claim` (`status`, `seq`), PRIMARY KEY (`seq`)) ENGINE=InnoDB',
+        "CREATE TABLE `outbox_messages` (`seq` bigint NOT NULL AUTO_INCREMENT, `message_id` varchar(255) NOT NULL, `pattern` varchar(255) NOT NULL, `payload` text NOT NULL, `headers` text NULL, `ordering_key` varchar(255) NULL, `status` varchar(16) NOT NULL DEFAULT 'pending', `attempts` int NOT NULL DEFAULT 0, `available_at` bigint NOT NULL, `created_at` bigint NOT NULL, `sent_at` bigint NULL, `claimed_by` varchar(36) NULL, `claimed_until` bigint NULL, `last_error` text NULL, UNIQUE INDEX `UQ_outbox_messages_message_id` (`message_id`), INDEX `IDX_outbox_messages_cleanup` (`status`, `sent_at`), INDEX `IDX_outbox_messages_key` (`ordering_key`, `status`, `seq`), INDEX `IDX_outbox_messages_claim` (`status`, `seq`), PRIMARY KEY (`seq`)) ENGINE=InnoDB",
       ];
     case 'better-sqlite3':
     case 'sqlite':
@@ -52,6 +52,8 @@ function createStatements(type: string): string[] {
         `CREATE INDEX "IDX_outbox_messages_claim" ON "outbox_messages" ("status", "seq")`,
       ];
     default:
-      throw new Error(`CreateOutboxTables1764374400000 does not support the TypeORM driver '${type}'. Use PostgreSQL, MySQL/MariaDB or SQLite.`);
+      throw new Error(
+        `CreateOutboxTables1764374400000 does not support the TypeORM driver '${type}'. Use PostgreSQL, MySQL/MariaDB or SQLite.`,
+      );
   }
 }

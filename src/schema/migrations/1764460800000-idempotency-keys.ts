@@ -42,6 +42,8 @@ function createStatements(type: string): string[] {
         `CREATE INDEX "IDX_idempotency_keys_expires_at" ON "idempotency_keys" ("expires_at")`,
       ];
     default:
-      throw new Error(`CreateIdempotencyKeys1764460800000 does not support the TypeORM driver '${type}'. Use PostgreSQL, MySQL/MariaDB or SQLite.`);
+      throw new Error(
+        `CreateIdempotencyKeys1764460800000 does not support the TypeORM driver '${type}'. Use PostgreSQL, MySQL/MariaDB or SQLite.`,
+      );
   }
 }

@@ -27,7 +27,13 @@ async function main(): Promise<void> {
 
   @Module({
     imports: [
-      TypeOrmModule.forRoot({ ...config.db, entities: [TestOrder, ...FAULT_ENTITIES], autoLoadEntities: true, synchronize: false, logging: false } as any),
+      TypeOrmModule.forRoot({
+        ...config.db,
+        entities: [TestOrder, ...FAULT_ENTITIES],
+        autoLoadEntities: true,
+        synchronize: false,
+        logging: false,
+      } as any),
       TypeOrmModule.forFeature(FAULT_ENTITIES),
       ScheduleModule.forRoot(),
       OutboxModule.forRoot({ publisher: { enabled: false } }),
@@ -36,7 +42,10 @@ async function main(): Promise<void> {
   })
   class ConsumerAppModule {}
 
-  const app = await NestFactory.createMicroservice(ConsumerAppModule, { ...rmqServer(config.queue, config.prefetch), logger: ['error', 'warn'] });
+  const app = await NestFactory.createMicroservice(ConsumerAppModule, {
+    ...rmqServer(config.queue, config.prefetch),
+    logger: ['error', 'warn'],
+  });
   await app.listen();
   signal('ready', { pid: process.pid });
 }

@@ -33,7 +33,13 @@ async function main(): Promise<void> {
 
   @Module({
     imports: [
-      TypeOrmModule.forRoot({ ...config.db, entities: [TestOrder], autoLoadEntities: true, synchronize: config.synchronize ?? false, logging: false } as any),
+      TypeOrmModule.forRoot({
+        ...config.db,
+        entities: [TestOrder],
+        autoLoadEntities: true,
+        synchronize: config.synchronize ?? false,
+        logging: false,
+      } as any),
       ClientsModule.register([{ name: 'BROKER', ...rmqClient(config.queue, config.rmqUrl) }]),
       ScheduleModule.forRoot(),
       OutboxModule.forRoot({ client: 'BROKER', publisher: config.publisher, retry: config.retry }),
@@ -49,8 +55,14 @@ async function main(): Promise<void> {
 }
 
 /** Writes the orders that are not written yet. Order `n` has reference `order-n`; a kill rolls back the one in flight. */
-async function produce(outbox: OutboxService, ds: DataSource, { total, concurrency }: { total: number; concurrency: number }) {
-  const done = new Set((await ds.getRepository(TestOrder).find({ select: { reference: true } })).map((o) => o.reference));
+async function produce(
+  outbox: OutboxService,
+  ds: DataSource,
+  { total, concurrency }: { total: number; concurrency: number },
+) {
+  const done = new Set(
+    (await ds.getRepository(TestOrder).find({ select: { reference: true } })).map((o) => o.reference),
+  );
   const todo = Array.from({ length: total }, (_, n) => `order-${n}`).filter((r) => !done.has(r));
   let next = 0;
   const worker = async () => {

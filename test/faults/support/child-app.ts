@@ -71,15 +71,27 @@ export class ChildApp {
   /** Starts the process and resolves once it signals `ready` (rejects if it exits first or takes too long). */
   async start(timeoutMs = 90_000): Promise<void> {
     if (this.child) throw new Error(`${this.name} is already running`);
-    const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', join(__dirname, '..', 'apps', this.entry)], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, NO_COLOR: '1', OUTBOX_FAULT_CONFIG: JSON.stringify(this.config), TS_NODE_PROJECT: join(REPO_ROOT, 'tsconfig.json') },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      ['-r', 'ts-node/register/transpile-only', join(__dirname, '..', 'apps', this.entry)],
+      {
+        cwd: REPO_ROOT,
+        env: {
+          ...process.env,
+          NO_COLOR: '1',
+          OUTBOX_FAULT_CONFIG: JSON.stringify(this.config),
+          TS_NODE_PROJECT: join(REPO_ROOT, 'tsconfig.json'),
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     this.child = child;
     this.starts++;
     const ready = new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${this.name} did not signal ready within ${timeoutMs} ms\n${this.tail()}`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`${this.name} did not signal ready within ${timeoutMs} ms\n${this.tail()}`)),
+        timeoutMs,
+      );
       const off = this.onSignal((s) => {
         if (s.type === 'ready') {
           clearTimeout(timer);
@@ -144,7 +156,10 @@ export class ChildApp {
 
   /** The last log lines, for error messages. */
   tail(lines = 30): string {
-    return this.log.slice(-lines).map((l) => `  [${this.name}] ${l}`).join('\n');
+    return this.log
+      .slice(-lines)
+      .map((l) => `  [${this.name}] ${l}`)
+      .join('\n');
   }
 
   private take(line: string): void {

@@ -11,7 +11,13 @@ export interface RawResponse {
  * One HTTP request on its own connection with Node's http client (no retries, no pooling), so hundreds can run at
  * once. Header values are sent as given (latin1); the client refuses characters HTTP forbids, see `rawRequest`.
  */
-export function send(url: string, method: string, headers: Record<string, string>, body?: string | Buffer, timeoutMs = 30_000): Promise<RawResponse> {
+export function send(
+  url: string,
+  method: string,
+  headers: Record<string, string>,
+  body?: string | Buffer,
+  timeoutMs = 30_000,
+): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(url, { method, headers, agent: false }, (res) => {
       const chunks: Buffer[] = [];
@@ -19,7 +25,9 @@ export function send(url: string, method: string, headers: Record<string, string
       res.on('end', () => resolve(parse(res.statusCode ?? 0, res.headers, Buffer.concat(chunks).toString('utf8'))));
       res.on('error', reject);
     });
-    req.setTimeout(timeoutMs, () => req.destroy(new Error(`${method} ${url} got no response within ${timeoutMs} ms (a hang)`)));
+    req.setTimeout(timeoutMs, () =>
+      req.destroy(new Error(`${method} ${url} got no response within ${timeoutMs} ms (a hang)`)),
+    );
     req.on('error', reject);
     if (body !== undefined) req.write(body);
     req.end();
@@ -45,14 +53,20 @@ export function postOrder(url: string, key: string | undefined, body: unknown, t
 }
 
 export const isReplay = (r: RawResponse) => String(r.headers['idempotent-replayed'] ?? '').toLowerCase() === 'true';
-export const isProblem = (r: RawResponse) => String(r.headers['content-type'] ?? '').startsWith('application/problem+json');
+export const isProblem = (r: RawResponse) =>
+  String(r.headers['content-type'] ?? '').startsWith('application/problem+json');
 
 /**
  * Sends `head` (request line and headers, each line ended by CRLF, without the blank line) and `body` as raw bytes
  * on a fresh socket and reads the response until the server closes. Unlike Node's client, it sends anything — control
  * characters, CR/LF inside a header value, bytes above 0x7f — so the server's parser meets what an attacker sends.
  */
-export function rawRequest(port: number, head: Buffer, body: Buffer = Buffer.alloc(0), timeoutMs = 30_000): Promise<RawResponse> {
+export function rawRequest(
+  port: number,
+  head: Buffer,
+  body: Buffer = Buffer.alloc(0),
+  timeoutMs = 30_000,
+): Promise<RawResponse> {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { connect } = require('node:net') as typeof import('node:net');
   return new Promise((resolve, reject) => {
@@ -60,7 +74,9 @@ export function rawRequest(port: number, head: Buffer, body: Buffer = Buffer.all
     const chunks: Buffer[] = [];
     socket.setTimeout(timeoutMs, () => socket.destroy(new Error(`no response within ${timeoutMs} ms (a hang)`)));
     socket.on('data', (c: Buffer) => chunks.push(c));
-    socket.on('error', (error: NodeJS.ErrnoException) => (chunks.length > 0 && error.code === 'ECONNRESET' ? finish() : reject(error)));
+    socket.on('error', (error: NodeJS.ErrnoException) =>
+      chunks.length > 0 && error.code === 'ECONNRESET' ? finish() : reject(error),
+    );
     socket.on('end', () => finish());
     let done = false;
     const finish = () => {
@@ -102,6 +118,11 @@ function dechunk(data: Buffer): Buffer {
 /** A request head for `rawRequest`: `method path`, then headers given as [name, value bytes] pairs. */
 export function rawHead(method: string, path: string, headers: [string, Buffer | string][]): Buffer {
   const parts: Buffer[] = [Buffer.from(`${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n`, 'latin1')];
-  for (const [name, value] of headers) parts.push(Buffer.from(`${name}: `, 'latin1'), Buffer.isBuffer(value) ? value : Buffer.from(value, 'utf8'), Buffer.from('\r\n', 'latin1'));
+  for (const [name, value] of headers)
+    parts.push(
+      Buffer.from(`${name}: `, 'latin1'),
+      Buffer.isBuffer(value) ? value : Buffer.from(value, 'utf8'),
+      Buffer.from('\r\n', 'latin1'),
+    );
   return Buffer.concat(parts);
 }

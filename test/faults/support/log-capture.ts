@@ -14,22 +14,42 @@ export interface CapturedLog {
 export class CapturingLogger implements LoggerService {
   readonly lines: CapturedLog[] = [];
 
-  log(message: unknown, ...rest: unknown[]) { this.push('log', message, rest); }
-  error(message: unknown, ...rest: unknown[]) { this.push('error', message, rest); }
-  warn(message: unknown, ...rest: unknown[]) { this.push('warn', message, rest); }
-  debug(message: unknown, ...rest: unknown[]) { this.push('debug', message, rest); }
-  verbose(message: unknown, ...rest: unknown[]) { this.push('verbose', message, rest); }
-  fatal(message: unknown, ...rest: unknown[]) { this.push('fatal', message, rest); }
+  log(message: unknown, ...rest: unknown[]) {
+    this.push('log', message, rest);
+  }
+  error(message: unknown, ...rest: unknown[]) {
+    this.push('error', message, rest);
+  }
+  warn(message: unknown, ...rest: unknown[]) {
+    this.push('warn', message, rest);
+  }
+  debug(message: unknown, ...rest: unknown[]) {
+    this.push('debug', message, rest);
+  }
+  verbose(message: unknown, ...rest: unknown[]) {
+    this.push('verbose', message, rest);
+  }
+  fatal(message: unknown, ...rest: unknown[]) {
+    this.push('fatal', message, rest);
+  }
 
   /** Error and warning lines written between `from` and `to` (epoch ms). */
   problems(from = 0, to = Infinity): CapturedLog[] {
-    return this.lines.filter((l) => (l.level === 'error' || l.level === 'warn' || l.level === 'fatal') && l.at >= from && l.at <= to);
+    return this.lines.filter(
+      (l) => (l.level === 'error' || l.level === 'warn' || l.level === 'fatal') && l.at >= from && l.at <= to,
+    );
   }
 
   private push(level: CapturedLog['level'], message: unknown, rest: unknown[]) {
     const context = typeof rest[rest.length - 1] === 'string' ? (rest[rest.length - 1] as string) : '';
-    const text = message instanceof Error ? `${message.name}: ${message.message}` : typeof message === 'string' ? message : JSON.stringify(message);
+    const text =
+      message instanceof Error
+        ? `${message.name}: ${message.message}`
+        : typeof message === 'string'
+          ? message
+          : JSON.stringify(message);
     this.lines.push({ level, context, message: text, at: Date.now() });
-    if (process.env.OUTBOX_FAULTS_VERBOSE && (level === 'error' || level === 'fatal')) process.stderr.write(`[${context}] ${text}\n`);
+    if (process.env.OUTBOX_FAULTS_VERBOSE && (level === 'error' || level === 'fatal'))
+      process.stderr.write(`[${context}] ${text}\n`);
   }
 }

@@ -1,4 +1,11 @@
-import { CallHandler, Controller, ExecutionContext, Injectable, NestInterceptor, UseInterceptors } from '@nestjs/common';
+import {
+  CallHandler,
+  Controller,
+  ExecutionContext,
+  Injectable,
+  NestInterceptor,
+  UseInterceptors,
+} from '@nestjs/common';
 import { Ctx, EventPattern, Payload, RmqContext } from '@nestjs/microservices';
 import type { Observable } from 'rxjs';
 import { getOutboxMessageId, Idempotent, OutboxService } from '../../../src';

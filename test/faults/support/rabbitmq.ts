@@ -10,13 +10,19 @@ export function uniqueQueue(prefix: string): string {
 }
 
 /** ClientsModule options that publish to `queue` (durable), optionally through a proxy's port. */
-export function rmqClient(queue: string, url = RABBITMQ_URL): { transport: Transport.RMQ; options: RmqOptions['options'] } {
+export function rmqClient(
+  queue: string,
+  url = RABBITMQ_URL,
+): { transport: Transport.RMQ; options: RmqOptions['options'] } {
   return { transport: Transport.RMQ, options: { urls: [url], queue, queueOptions: { durable: true } } };
 }
 
 /** Microservice options of an at-least-once consumer: manual acks (`noAck: false`), durable queue. */
 export function rmqServer(queue: string, prefetchCount = 100, url = RABBITMQ_URL): RmqOptions {
-  return { transport: Transport.RMQ, options: { urls: [url], queue, noAck: false, prefetchCount, queueOptions: { durable: true } } };
+  return {
+    transport: Transport.RMQ,
+    options: { urls: [url], queue, noAck: false, prefetchCount, queueOptions: { durable: true } },
+  };
 }
 
 /** Messages waiting in `queue` (ready, not unacked), or undefined when the queue does not exist. */

@@ -33,7 +33,12 @@ export class RecordingConsumer {
       } catch {
         body = {};
       }
-      this.deliveries.push({ messageId: msg.properties.messageId, pattern: body.pattern, data: body.data, redelivered: msg.fields.redelivered });
+      this.deliveries.push({
+        messageId: msg.properties.messageId,
+        pattern: body.pattern,
+        data: body.data,
+        redelivered: msg.fields.redelivered,
+      });
       channel.ack(msg);
     });
     return this;

@@ -37,7 +37,16 @@ const COLUMNS: [keyof FaultRun | 'runs', string][] = [
 
 /** Records a run's figures for the report printed at the end of `npm run test:faults`. Call it before asserting. */
 export function recordFaultRun(run: Partial<FaultRun> & Pick<FaultRun, 'scenario' | 'variant'>): FaultRun {
-  const full: FaultRun = { kills: 0, events: 0, lost: 0, duplicatePublishes: 0, redeliveries: 0, duplicateEffects: 0, http5xx: 0, ...run };
+  const full: FaultRun = {
+    kills: 0,
+    events: 0,
+    lost: 0,
+    duplicatePublishes: 0,
+    redeliveries: 0,
+    duplicateEffects: 0,
+    http5xx: 0,
+    ...run,
+  };
   const dir = process.env.OUTBOX_FAULTS_REPORT_DIR;
   if (dir) writeFileSync(join(dir, `${Date.now()}-${randomBytes(4).toString('hex')}.json`), JSON.stringify(full));
   return full;
@@ -48,7 +57,9 @@ export function readFaultRuns(dir: string): FaultRun[] {
     .filter((f) => f.endsWith('.json'))
     .sort()
     .map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')) as FaultRun)
-    .sort((a, b) => a.scenario.localeCompare(b.scenario, 'en', { numeric: true }) || a.variant.localeCompare(b.variant));
+    .sort(
+      (a, b) => a.scenario.localeCompare(b.scenario, 'en', { numeric: true }) || a.variant.localeCompare(b.variant),
+    );
 }
 
 /** Totals over all runs, in the shape of the JSON line. */
@@ -69,11 +80,27 @@ export function totals(runs: FaultRun[]) {
 /** A markdown table (one row per scenario and variant, then the totals) and one `{"faults": …}` JSON line. */
 export function renderFaultReport(runs: FaultRun[]): string {
   const head = ['scenario', 'variant', ...COLUMNS.map(([, title]) => title)];
-  const rows = runs.map((r) => [r.scenario, r.variant, ...COLUMNS.map(([k]) => String(k === 'runs' ? 1 : r[k as keyof FaultRun]))]);
+  const rows = runs.map((r) => [
+    r.scenario,
+    r.variant,
+    ...COLUMNS.map(([k]) => String(k === 'runs' ? 1 : r[k as keyof FaultRun])),
+  ]);
   const t = totals(runs);
-  rows.push(['**total**', '', String(t.runs), String(t.kills), String(t.events), String(t.lost), String(t.duplicate_publishes), String(t.redeliveries), String(t.duplicate_effects), String(t.http_5xx)]);
+  rows.push([
+    '**total**',
+    '',
+    String(t.runs),
+    String(t.kills),
+    String(t.events),
+    String(t.lost),
+    String(t.duplicate_publishes),
+    String(t.redeliveries),
+    String(t.duplicate_effects),
+    String(t.http_5xx),
+  ]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells: string[]) => `| ${cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(' | ')} |`;
+  const line = (cells: string[]) =>
+    `| ${cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(' | ')} |`;
   const rule = `|${widths.map((w, i) => (i < 2 ? `${'-'.repeat(w + 1)}-` : `${'-'.repeat(w + 1)}:`)).join('|')}|`;
   const table = [line(head), rule, ...rows.map(line)].join('\n');
   const json = JSON.stringify({
