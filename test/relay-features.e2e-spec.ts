@@ -115,12 +115,10 @@ for (const kind of kinds) {
         await repo.update({ messageId: ids[0] }, { status: 'dead', sentAt: null });
 
         const batches: number[] = [];
-        app
-          .get(OutboxCleanupRegistry)
-          .register({
-            name: 'test:records',
-            deleteBatch: async (limit) => (batches.push(limit), batches.length < 3 ? limit : 1),
-          });
+        app.get(OutboxCleanupRegistry).register({
+          name: 'test:records',
+          deleteBatch: async (limit) => (batches.push(limit), batches.length < 3 ? limit : 1),
+        });
         const cleanup = app.get(OutboxCleanupScheduler);
         expect(await cleanup.runOnce()).toMatchObject({ 'outbox:sent-rows': 0, 'test:records': 5 });
         expect(batches).toEqual([2, 2, 2]);
