@@ -26,7 +26,12 @@ export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & Me
   return ((target: object, propertyKey?: string | symbol, descriptor?: PropertyDescriptor) => {
     if (propertyKey !== undefined) {
       refuseOwnResponse(target.constructor, propertyKey);
-      if (typeof descriptor?.value === 'function') descriptor.value = markedOnce(descriptor.value);
+      if (typeof descriptor?.value === 'function') {
+        descriptor.value = markedOnce(descriptor.value);
+        // Installed here too, not only through the returned descriptor: a decorator applied by hand (plain
+        // JavaScript: `Idempotent()(proto, 'create', descriptor)`) has its return value ignored.
+        Object.defineProperty(target, propertyKey, descriptor);
+      }
       return (apply as MethodDecorator)(target, propertyKey, descriptor!);
     }
     const prototype = (target as Function).prototype;
