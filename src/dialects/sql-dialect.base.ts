@@ -25,7 +25,9 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
     const q = (c: string) => this.quote(c);
     const { affected } = await this.execute(
       manager,
-      `DELETE FROM ${this.quoteTable(table)} WHERE ${q('claimed_by')} = ${this.param(1)} AND ${q('seq')} IN (${seqs.map(checkedSeq).join(', ')})`,
+      `
+        DELETE FROM ${this.quoteTable(table)}
+        WHERE ${q('claimed_by')} = ${this.param(1)} AND ${q('seq')} IN (${seqs.map(checkedSeq).join(', ')})`,
       [owner],
       { relay: true },
     );
@@ -39,12 +41,17 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
       manager,
       `SELECT
          SUM(CASE WHEN ${q('status')} = 'pending' THEN 1 ELSE 0 END) AS ${q('pending')},
-         SUM(CASE WHEN ${q('status')} = 'pending' AND ${q('available_at')} <= ${now} AND (${q('claimed_until')} IS NULL OR ${q('claimed_until')} < ${now}) THEN 1 ELSE 0 END) AS ${q('due')},
-         SUM(CASE WHEN ${q('status')} = 'pending' AND ${q('claimed_until')} >= ${now} THEN 1 ELSE 0 END) AS ${q('in_flight')},
+         SUM(CASE
+               WHEN ${q('status')} = 'pending' AND ${q('available_at')} <= ${now}
+                 AND (${q('claimed_until')} IS NULL OR ${q('claimed_until')} < ${now})
+               THEN 1 ELSE 0 END) AS ${q('due')},
+         SUM(CASE WHEN ${q('status')} = 'pending' AND ${q('claimed_until')} >= ${now} THEN 1 ELSE 0 END)
+           AS ${q('in_flight')},
          SUM(CASE WHEN ${q('status')} = 'dead' THEN 1 ELSE 0 END) AS ${q('dead')},
          MIN(CASE WHEN ${q('status')} = 'pending' THEN ${q('created_at')} END) AS ${q('oldest')},
          ${now} AS ${q('now')}
-       FROM ${this.quoteTable(table)} WHERE ${q('status')} IN ('pending', 'dead')`,
+       FROM ${this.quoteTable(table)}
+       WHERE ${q('status')} IN ('pending', 'dead')`,
     );
     const r = records[0] ?? {};
     const oldest = r.oldest === null || r.oldest === undefined ? undefined : Number(r.oldest);
@@ -62,12 +69,20 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
     return this.inTransaction(manager, async (tx) => {
       const { records } = await this.execute(
         tx,
-        `SELECT ${q('seq')} FROM ${this.quoteTable(table)} WHERE ${q('status')} = 'sent' AND ${q('sent_at')} < ${this.nowMs} - ${Math.max(0, Math.floor(retentionMs))} ORDER BY ${q('sent_at')} LIMIT ${Math.max(1, Math.floor(limit))} ${this.skipLockedClause}`,
+        `
+          SELECT ${q('seq')}
+          FROM ${this.quoteTable(table)}
+          WHERE ${q('status')} = 'sent' AND ${q('sent_at')} < ${this.nowMs} - ${Math.max(0, Math.floor(retentionMs))}
+          ORDER BY ${q('sent_at')}
+          LIMIT ${Math.max(1, Math.floor(limit))}
+          ${this.skipLockedClause}`,
       );
       if (records.length === 0) return 0;
       const { affected } = await this.execute(
         tx,
-        `DELETE FROM ${this.quoteTable(table)} WHERE ${q('seq')} IN (${records.map((r) => checkedSeq(String(r.seq))).join(', ')})`,
+        `
+          DELETE FROM ${this.quoteTable(table)}
+          WHERE ${q('seq')} IN (${records.map((r) => checkedSeq(String(r.seq))).join(', ')})`,
       );
       return affected;
     });
@@ -81,7 +96,11 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
     const q = (c: string) => this.quote(c);
     const { affected } = await this.execute(
       manager,
-      `UPDATE ${this.quoteTable(table)} SET ${q('status')} = 'sent', ${q('sent_at')} = ${this.nowMs}, ${q('claimed_by')} = NULL, ${q('claimed_until')} = NULL, ${q('last_error')} = NULL WHERE ${q('claimed_by')} = ${this.param(1)} AND ${q('seq')} IN (${seqs.map(checkedSeq).join(', ')})`,
+      `
+        UPDATE ${this.quoteTable(table)}
+        SET ${q('status')} = 'sent', ${q('sent_at')} = ${this.nowMs}, ${q('claimed_by')} = NULL,
+          ${q('claimed_until')} = NULL, ${q('last_error')} = NULL
+        WHERE ${q('claimed_by')} = ${this.param(1)} AND ${q('seq')} IN (${seqs.map(checkedSeq).join(', ')})`,
       [owner],
       { relay: true },
     );
@@ -194,7 +213,13 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
       : '';
     const { affected } = await this.execute(
       manager,
-      `UPDATE ${this.quoteTable(table)} SET ${q('status')} = ${statusExpr}${deadAtExpr}${attemptsExpr}, ${q('available_at')} = ${this.nowMs} + CASE ${q('seq')} ${delayCases} ELSE 0 END, ${q('last_error')} = CASE ${q('seq')} ${errorCases} ELSE ${q('last_error')} END, ${q('claimed_by')} = NULL, ${q('claimed_until')} = NULL WHERE ${q('claimed_by')} = ${p(owner)} AND ${q('seq')} IN (${failures.map((f) => f.seq).join(', ')})`,
+      `
+        UPDATE ${this.quoteTable(table)}
+        SET ${q('status')} = ${statusExpr}${deadAtExpr}${attemptsExpr},
+          ${q('available_at')} = ${this.nowMs} + CASE ${q('seq')} ${delayCases} ELSE 0 END,
+          ${q('last_error')} = CASE ${q('seq')} ${errorCases} ELSE ${q('last_error')} END,
+          ${q('claimed_by')} = NULL, ${q('claimed_until')} = NULL
+        WHERE ${q('claimed_by')} = ${p(owner)} AND ${q('seq')} IN (${failures.map((f) => f.seq).join(', ')})`,
       params,
       { relay: true },
     );
@@ -206,7 +231,10 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
     const q = (c: string) => this.quote(c);
     const { affected } = await this.execute(
       manager,
-      `UPDATE ${this.quoteTable(table)} SET ${q('claimed_by')} = NULL, ${q('claimed_until')} = NULL, ${q('attempts')} = ${q('attempts')} - 1 WHERE ${q('claimed_by')} = ${this.param(1)} AND ${q('seq')} IN (${seqs.map(checkedSeq).join(', ')})`,
+      `
+        UPDATE ${this.quoteTable(table)}
+        SET ${q('claimed_by')} = NULL, ${q('claimed_until')} = NULL, ${q('attempts')} = ${q('attempts')} - 1
+        WHERE ${q('claimed_by')} = ${this.param(1)} AND ${q('seq')} IN (${seqs.map(checkedSeq).join(', ')})`,
       [owner],
       { relay: true },
     );
@@ -244,12 +272,16 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
   protected claimableWhere(table: string, m = 'm'): string {
     const q = (c: string) => this.quote(c);
     const now = this.nowMs;
-    return (
-      `${m}.${q('status')} = 'pending' AND ${m}.${q('available_at')} <= ${now} AND (${m}.${q('claimed_until')} IS NULL OR ${m}.${q('claimed_until')} < ${now})` +
-      ` AND (${m}.${q('ordering_key')} IS NULL OR NOT EXISTS (SELECT 1 FROM ${this.quoteTable(table)} e WHERE e.${q('ordering_key')} = ${m}.${q('ordering_key')}` +
-      ` AND e.${q('status')} IN ('pending', 'dead') AND e.${q('seq')} < ${m}.${q('seq')}` +
-      ` AND (e.${q('status')} = 'dead' OR e.${q('available_at')} > ${now} OR e.${q('claimed_until')} >= ${now})))`
-    );
+    const until = `${m}.${q('claimed_until')}`;
+    return `${m}.${q('status')} = 'pending'
+      AND ${m}.${q('available_at')} <= ${now} AND (${until} IS NULL OR ${until} < ${now})
+      AND (${m}.${q('ordering_key')} IS NULL OR NOT EXISTS (
+        SELECT 1
+        FROM ${this.quoteTable(table)} e
+        WHERE e.${q('ordering_key')} = ${m}.${q('ordering_key')}
+          AND e.${q('status')} IN ('pending', 'dead') AND e.${q('seq')} < ${m}.${q('seq')}
+          AND (e.${q('status')} = 'dead' OR e.${q('available_at')} > ${now} OR e.${q('claimed_until')} >= ${now})
+      ))`;
   }
 
   /**
@@ -268,7 +300,13 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
     const params = [...keys];
     const { records } = await this.execute(
       tx,
-      `SELECT ${q('ordering_key')} AS ${q('k')}, MIN(${q('seq')}) AS ${q('first')} FROM ${this.quoteTable(table)} WHERE ${q('ordering_key')} IN (${keys.map((_, i) => this.param(i + 1)).join(', ')}) AND ${q('status')} IN ('pending', 'dead') AND ${q('seq')} NOT IN (${locked.map((r) => checkedSeq(r.seq)).join(', ')}) GROUP BY ${q('ordering_key')}`,
+      `
+        SELECT ${q('ordering_key')} AS ${q('k')}, MIN(${q('seq')}) AS ${q('first')}
+        FROM ${this.quoteTable(table)}
+        WHERE ${q('ordering_key')} IN (${keys.map((_, i) => this.param(i + 1)).join(', ')})
+          AND ${q('status')} IN ('pending', 'dead')
+          AND ${q('seq')} NOT IN (${locked.map((r) => checkedSeq(r.seq)).join(', ')})
+        GROUP BY ${q('ordering_key')}`,
       params,
     );
     const firstBlocker = new Map<string, bigint>(records.map((r) => [String(r.k), BigInt(String(r.first))]));

@@ -109,7 +109,12 @@ export abstract class SqlDialectCore {
       const q = (c: string) => this.quote(c);
       await this.execute(
         manager,
-        `INSERT INTO ${this.quoteTable(table)} (${q('message_id')}, ${q('pattern')}, ${q('payload')}, ${q('headers')}, ${q('ordering_key')}, ${q('status')}, ${q('attempts')}, ${q('available_at')}, ${q('created_at')}) VALUES ${values.join(', ')}`,
+        `
+          INSERT INTO ${this.quoteTable(table)} (
+            ${q('message_id')}, ${q('pattern')}, ${q('payload')}, ${q('headers')}, ${q('ordering_key')},
+            ${q('status')}, ${q('attempts')}, ${q('available_at')}, ${q('created_at')}
+          )
+          VALUES ${values.join(', ')}`,
         params,
       );
     }

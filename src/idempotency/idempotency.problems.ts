@@ -45,7 +45,9 @@ export function missingKeyProblem(header: string): IdempotencyProblemException {
   return problem(
     HttpStatus.BAD_REQUEST,
     'idempotency-key-missing',
-    `This endpoint requires an ${header} header. Send a unique value per logical operation (for example a UUID) and reuse it, with the same body, when you retry that operation.`,
+    `This endpoint requires an ${header} header. ` +
+      `Send a unique value per logical operation (for example a UUID) and reuse it, with the same body, ` +
+      `when you retry that operation.`,
   );
 }
 
@@ -54,7 +56,8 @@ export function invalidKeyProblem(header: string, max: number, length: number): 
   return problem(
     HttpStatus.BAD_REQUEST,
     'idempotency-key-invalid',
-    `The ${header} header must hold 1 to ${max} characters; this one has ${length}. Send a unique value per logical operation, for example a UUID.`,
+    `The ${header} header must hold 1 to ${max} characters; this one has ${length}. ` +
+      `Send a unique value per logical operation, for example a UUID.`,
   );
 }
 
@@ -73,7 +76,8 @@ export function inFlightProblem(header: string, retryAfter: number): Idempotency
   return problem(
     HttpStatus.CONFLICT,
     'idempotency-key-in-use',
-    `A request with this ${header} is still being processed. Retry after ${retryAfter} second(s) with the same key and body to get its result.`,
+    `A request with this ${header} is still being processed. ` +
+      `Retry after ${retryAfter} second(s) with the same key and body to get its result.`,
     retryAfter,
   );
 }
@@ -83,7 +87,8 @@ export function reusedKeyProblem(header: string): IdempotencyProblemException {
   return problem(
     HttpStatus.UNPROCESSABLE_ENTITY,
     'idempotency-key-reused',
-    `This ${header} was already used for a different request (another method, path, query or body). Send a new key for a new operation; reuse a key only to retry the very same request.`,
+    `This ${header} was already used for a different request (another method, path, query or body). ` +
+      `Send a new key for a new operation; reuse a key only to retry the very same request.`,
   );
 }
 
@@ -92,7 +97,8 @@ export function nestedTooDeeplyProblem(maxDepth: number): IdempotencyProblemExce
   return problem(
     HttpStatus.BAD_REQUEST,
     'body-nested-too-deeply',
-    `The request body is nested too deeply: at most ${maxDepth} levels of arrays and objects are accepted. Send a flatter body.`,
+    `The request body is nested too deeply: at most ${maxDepth} levels of arrays and objects are accepted. ` +
+      `Send a flatter body.`,
   );
 }
 
@@ -101,7 +107,8 @@ export function databaseUnavailableProblem(header: string, retryAfter: number): 
   return problem(
     HttpStatus.SERVICE_UNAVAILABLE,
     'database-unavailable',
-    `The database is unreachable right now. Retry after ${retryAfter} second(s) with the same ${header} and body: the request takes effect at most once, and if it already did, the retry answers its stored response.`,
+    `The database is unreachable right now. Retry after ${retryAfter} second(s) with the same ${header} and body: ` +
+      `the request takes effect at most once, and if it already did, the retry answers its stored response.`,
     retryAfter,
   );
 }

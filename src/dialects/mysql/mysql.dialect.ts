@@ -60,8 +60,9 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
         const bytes = text === null ? 0 : Buffer.byteLength(text, 'utf8');
         if (bytes > MYSQL_TEXT_MAX_BYTES) {
           throw new OutboxInvalidMessageError(
-            `emit('${row.pattern}'): the ${what} is ${bytes} bytes of JSON, but MySQL/MariaDB store it in a TEXT column of at ` +
-              `most ${MYSQL_TEXT_MAX_BYTES} bytes. Keep large data in a table or blob store of your own and emit its id.`,
+            `emit('${row.pattern}'): the ${what} is ${bytes} bytes of JSON, ` +
+              `but MySQL/MariaDB store it in a TEXT column of at most ${MYSQL_TEXT_MAX_BYTES} bytes. ` +
+              'Keep large data in a table or blob store of your own and emit its id.',
           );
         }
       }
@@ -128,8 +129,9 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
       const driverError = (error as any)?.driverError ?? error;
       if (driverError?.code === 'ER_NO_SUCH_TABLE' || driverError?.errno === 1146) return;
       throw new OutboxConfigurationError(
-        `nestjs-outbox needs the table ${locks} on MySQL/MariaDB (it orders each key's messages by commit), but reading it failed: ` +
-          `${describeError(error)}. Add OutboxKeyLock to the DataSource's entities (autoLoadEntities does it) and run ` +
+        `nestjs-outbox needs the table ${locks} on MySQL/MariaDB (it orders each key's messages by commit), ` +
+          `but reading it failed: ${describeError(error)}. ` +
+          "Add OutboxKeyLock to the DataSource's entities (autoLoadEntities does it) and run " +
           'the CreateOutboxTables1764374400000 migration, or use synchronize in development.',
       );
     }
@@ -149,7 +151,13 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
     return inTx(async (tx) => {
       const { records } = await this.execute(
         tx,
-        `SELECT ${this.claimedColumns.map((c) => `m.${q(c)}`).join(', ')}, ${this.claimedAge('m')} FROM ${this.quoteTable(table)} m WHERE ${this.claimableWhere(table)} ORDER BY m.${q('seq')} LIMIT ${Math.floor(limit)} FOR UPDATE SKIP LOCKED`,
+        `
+          SELECT ${this.claimedColumns.map((c) => `m.${q(c)}`).join(', ')}, ${this.claimedAge('m')}
+          FROM ${this.quoteTable(table)} m
+          WHERE ${this.claimableWhere(table)}
+          ORDER BY m.${q('seq')}
+          LIMIT ${Math.floor(limit)}
+          FOR UPDATE SKIP LOCKED`,
       );
       if (records.length === 0) return [];
       const locked = records.map((r) => this.toClaimed(r));
@@ -158,7 +166,10 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
       if (rows.length === 0) return [];
       await this.execute(
         tx,
-        `UPDATE ${this.quoteTable(table)} SET ${q('claimed_by')} = ?, ${q('claimed_until')} = ${this.nowMs} + ?, ${q('attempts')} = ${q('attempts')} + 1 WHERE ${q('seq')} IN (${rows.map((r) => checkedSeq(r.seq)).join(', ')})`,
+        `
+          UPDATE ${this.quoteTable(table)}
+          SET ${q('claimed_by')} = ?, ${q('claimed_until')} = ${this.nowMs} + ?, ${q('attempts')} = ${q('attempts')} + 1
+          WHERE ${q('seq')} IN (${rows.map((r) => checkedSeq(r.seq)).join(', ')})`,
         [owner, leaseMs],
       );
       for (const row of rows) row.attempts += 1;

@@ -5,7 +5,10 @@ import { pgConnectionConfig, pgModule } from './postgres.connection';
 import { ExecuteOptions, SqlOutboxDialect, StatementResult } from '../sql-dialect.base';
 import { SerialQueue } from '../../util/serial-queue';
 
-/** Connections of the relay's own pool per DataSource: a claim never queues behind the default 4 batches' completion writes. */
+/**
+ * Connections of the relay's own pool per DataSource: a claim never queues behind the default 4 batches' completion
+ * writes.
+ */
 const RELAY_POOL_SIZE = 5;
 
 /** First key of the two-key advisory locks that serialize same-key writers ('outb' in ASCII). */
@@ -100,7 +103,10 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
   protected async lockKeys(manager: EntityManager, _table: string, keys: readonly string[]): Promise<void> {
     await this.execute(
       manager,
-      `SELECT pg_advisory_xact_lock(${OUTBOX_ADVISORY_LOCK_CLASS}, hashtext(k)) FROM unnest($1::text[]) WITH ORDINALITY AS t(k, i) ORDER BY i`,
+      `
+        SELECT pg_advisory_xact_lock(${OUTBOX_ADVISORY_LOCK_CLASS}, hashtext(k))
+        FROM unnest($1::text[]) WITH ORDINALITY AS t(k, i)
+        ORDER BY i`,
       [keys],
     );
   }
@@ -127,12 +133,30 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
     // outside c (held by a concurrent claim that has not committed yet).
     const { records } = await this.execute(
       manager,
-      `WITH c AS MATERIALIZED (SELECT m.${q('seq')}, m.${q('ordering_key')} FROM ${t} m WHERE ${this.claimableWhere(table)} ORDER BY m.${q('seq')} LIMIT $2 FOR UPDATE SKIP LOCKED),
-       ok AS (SELECT c.${q('seq')} FROM c WHERE c.${q('ordering_key')} IS NULL OR NOT EXISTS (
-         SELECT 1 FROM ${t} e WHERE e.${q('ordering_key')} = c.${q('ordering_key')} AND e.${q('status')} IN ('pending', 'dead') AND e.${q('seq')} < c.${q('seq')}
-           AND e.${q('seq')} NOT IN (SELECT c2.${q('seq')} FROM c c2)))
-       UPDATE ${t} m SET ${q('claimed_by')} = $1, ${q('claimed_until')} = ${this.nowMs} + $3, ${q('attempts')} = m.${q('attempts')} + 1
-       FROM ok WHERE m.${q('seq')} = ok.${q('seq')}
+      `WITH c AS MATERIALIZED (
+         SELECT m.${q('seq')}, m.${q('ordering_key')}
+         FROM ${t} m
+         WHERE ${this.claimableWhere(table)}
+         ORDER BY m.${q('seq')}
+         LIMIT $2
+         FOR UPDATE SKIP LOCKED
+       ),
+       ok AS (
+         SELECT c.${q('seq')}
+         FROM c
+         WHERE c.${q('ordering_key')} IS NULL OR NOT EXISTS (
+           SELECT 1
+           FROM ${t} e
+           WHERE e.${q('ordering_key')} = c.${q('ordering_key')}
+             AND e.${q('status')} IN ('pending', 'dead') AND e.${q('seq')} < c.${q('seq')}
+             AND e.${q('seq')} NOT IN (SELECT c2.${q('seq')} FROM c c2)
+         )
+       )
+       UPDATE ${t} m
+       SET ${q('claimed_by')} = $1, ${q('claimed_until')} = ${this.nowMs} + $3,
+         ${q('attempts')} = m.${q('attempts')} + 1
+       FROM ok
+       WHERE m.${q('seq')} = ok.${q('seq')}
        RETURNING ${this.claimedColumns.map((c) => `m.${q(c)}`).join(', ')}, ${this.claimedAge('m')}`,
       [owner, limit, leaseMs],
       { relay: true, name: 'claim' },
@@ -145,7 +169,16 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
     const t = this.quoteTable(table);
     const { affected } = await this.execute(
       manager,
-      `DELETE FROM ${t} WHERE ${q('seq')} IN (SELECT ${q('seq')} FROM ${t} WHERE ${q('status')} = 'sent' AND ${q('sent_at')} < ${this.nowMs} - $1 ORDER BY ${q('sent_at')} LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+      `
+        DELETE FROM ${t}
+        WHERE ${q('seq')} IN (
+          SELECT ${q('seq')}
+          FROM ${t}
+          WHERE ${q('status')} = 'sent' AND ${q('sent_at')} < ${this.nowMs} - $1
+          ORDER BY ${q('sent_at')}
+          LIMIT $2
+          FOR UPDATE SKIP LOCKED
+        )`,
       [Math.max(0, Math.floor(retentionMs)), Math.max(1, Math.floor(limit))],
     );
     return affected;

@@ -23,8 +23,15 @@ export class SqliteOutboxDialect extends SqlOutboxDialect {
     const q = (c: string) => this.quote(c);
     const { records } = await this.execute(
       manager,
-      `UPDATE ${this.quoteTable(table)} SET ${q('claimed_by')} = ?, ${q('claimed_until')} = ${this.nowMs} + ?, ${q('attempts')} = ${q('attempts')} + 1
-       WHERE ${q('seq')} IN (SELECT m.${q('seq')} FROM ${this.quoteTable(table)} m WHERE ${this.claimableWhere(table)} ORDER BY m.${q('seq')} LIMIT ${Math.floor(limit)})
+      `UPDATE ${this.quoteTable(table)}
+       SET ${q('claimed_by')} = ?, ${q('claimed_until')} = ${this.nowMs} + ?, ${q('attempts')} = ${q('attempts')} + 1
+       WHERE ${q('seq')} IN (
+         SELECT m.${q('seq')}
+         FROM ${this.quoteTable(table)} m
+         WHERE ${this.claimableWhere(table)}
+         ORDER BY m.${q('seq')}
+         LIMIT ${Math.floor(limit)}
+       )
        RETURNING ${this.claimedColumns.map(q).join(', ')}, ${this.claimedAge()}`,
       [owner, leaseMs],
     );

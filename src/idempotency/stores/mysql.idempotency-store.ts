@@ -46,6 +46,10 @@ export class MysqlIdempotencyStore extends QueryRunnerIdempotencyStore {
 
   protected deleteExpiredSql(limit: number): string {
     const q = (c: string) => this.dialect.quote(c);
-    return `DELETE FROM ${this.quotedTable} WHERE ${q('expires_at')} <= ${this.dialect.nowMs} ORDER BY ${q('expires_at')} LIMIT ${limit}`;
+    return `
+      DELETE FROM ${this.quotedTable}
+      WHERE ${q('expires_at')} <= ${this.dialect.nowMs}
+      ORDER BY ${q('expires_at')}
+      LIMIT ${limit}`;
   }
 }

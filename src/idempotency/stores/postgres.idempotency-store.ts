@@ -18,6 +18,18 @@ import {
   toStored,
 } from '../idempotency-store';
 
+/** The columns an insert writes, in the order of its values. */
+const INSERT_COLUMNS = [
+  'scope',
+  'idempotency_key',
+  'fingerprint',
+  'response_status',
+  'response_body',
+  'response_headers',
+  'created_at',
+  'expires_at',
+] as const;
+
 /**
  * PostgreSQL, with as few round trips as the guarantees allow (each costs more CPU than the statements in it):
  *
@@ -50,8 +62,13 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     this.q = (c) => this.dialect.quote(c);
     const q = this.q;
     this.sql = {
-      select: `SELECT ${RECORD_COLUMNS.map(q).join(', ')}, ${q('expires_at')} <= ${this.dialect.nowMs} AS ${q('expired')} FROM ${this.table} WHERE `,
-      insert: `INSERT INTO ${this.table} (${['scope', 'idempotency_key', 'fingerprint', 'response_status', 'response_body', 'response_headers', 'created_at', 'expires_at'].map(q).join(', ')}) SELECT `,
+      select: `
+        SELECT ${RECORD_COLUMNS.map(q).join(', ')}, ${q('expires_at')} <= ${this.dialect.nowMs} AS ${q('expired')}
+        FROM ${this.table}
+        WHERE `,
+      insert: `
+        INSERT INTO ${this.table} (${INSERT_COLUMNS.map(q).join(', ')})
+        SELECT `,
       scope: `${q('scope')} = `,
       key: ` AND ${q('idempotency_key')} = `,
     };
@@ -81,7 +98,9 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     let results: Array<{ rows: any[] }>;
     try {
       results = (await client.query(
-        `BEGIN; SELECT pg_try_advisory_xact_lock(${keyLock}) AS locked, pg_try_advisory_xact_lock(${requestLock}) AS request; ${this.selectSql(where)}`,
+        `BEGIN;
+        SELECT pg_try_advisory_xact_lock(${keyLock}) AS locked, pg_try_advisory_xact_lock(${requestLock}) AS request;
+        ${this.selectSql(where)}`,
       )) as unknown as Array<{ rows: any[] }>;
     } catch (error) {
       await this.end(runner, client, 'ROLLBACK').catch(() => undefined);
@@ -117,7 +136,10 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     );
     const { records } = await this.dialect.execute(
       manager,
-      `SELECT ${RECORD_COLUMNS.map(q).join(', ')}, ${q('expires_at')} <= ${this.dialect.nowMs} AS ${q('expired')} FROM ${this.table} WHERE ${q('scope')} = $1 AND ${q('idempotency_key')} = $2`,
+      `
+        SELECT ${RECORD_COLUMNS.map(q).join(', ')}, ${q('expires_at')} <= ${this.dialect.nowMs} AS ${q('expired')}
+        FROM ${this.table}
+        WHERE ${q('scope')} = $1 AND ${q('idempotency_key')} = $2`,
       [scope, key],
     );
     const { record, expired } = toStored(records[0]);
@@ -140,7 +162,10 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     const now = this.dialect.nowMs;
     await this.dialect.execute(
       manager,
-      `INSERT INTO ${this.table} (${q('scope')}, ${q('idempotency_key')}, ${q('fingerprint')}, ${q('response_status')}, ${q('response_body')}, ${q('response_headers')}, ${q('created_at')}, ${q('expires_at')}) SELECT $1, $2, $3, $4::int, $5, $6, n.ms, n.ms + $7::bigint FROM (SELECT ${now} AS ms) AS n`,
+      `
+        INSERT INTO ${this.table} (${INSERT_COLUMNS.map(q).join(', ')})
+        SELECT $1, $2, $3, $4::int, $5, $6, n.ms, n.ms + $7::bigint
+        FROM (SELECT ${now} AS ms) AS n`,
       [scope, key, record.fingerprint, record.status, record.body, record.headers, Math.floor(record.ttl)],
     );
   }
@@ -150,7 +175,10 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
       const q = this.q;
       const { records } = await this.dialect.execute(
         manager,
-        `SELECT ${RECORD_COLUMNS.map(q).join(', ')}, ${q('expires_at')} <= ${this.dialect.nowMs} AS ${q('expired')} FROM ${this.table} WHERE ${q('scope')} = $1 AND ${q('idempotency_key')} = $2`,
+        `
+          SELECT ${RECORD_COLUMNS.map(q).join(', ')}, ${q('expires_at')} <= ${this.dialect.nowMs} AS ${q('expired')}
+          FROM ${this.table}
+          WHERE ${q('scope')} = $1 AND ${q('idempotency_key')} = $2`,
         [scope, key],
       );
       return toStored(records[0]).record;
@@ -161,7 +189,15 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     const q = this.q;
     const { affected } = await this.dialect.execute(
       this.config.dataSource.manager,
-      `DELETE FROM ${this.table} WHERE ${q('id')} IN (SELECT ${q('id')} FROM ${this.table} WHERE ${q('expires_at')} <= ${this.dialect.nowMs} ORDER BY ${q('expires_at')} LIMIT ${Math.max(1, Math.floor(limit))})`,
+      `
+        DELETE FROM ${this.table}
+        WHERE ${q('id')} IN (
+          SELECT ${q('id')}
+          FROM ${this.table}
+          WHERE ${q('expires_at')} <= ${this.dialect.nowMs}
+          ORDER BY ${q('expires_at')}
+          LIMIT ${Math.max(1, Math.floor(limit))}
+        )`,
     );
     return affected;
   }
@@ -231,7 +267,9 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
         const status = record.status === null ? 'NULL' : String(Math.floor(record.status));
         const sql =
           (expired ? `DELETE FROM ${this.table} WHERE ${where}; ` : '') +
-          `${this.sql.insert}${lit(scope)}, ${lit(key)}, ${lit(record.fingerprint)}, ${status}, ${lit(record.body)}, ${lit(record.headers)}, n.ms, n.ms + ${Math.floor(record.ttl)} FROM (SELECT ${now} AS ms) AS n; COMMIT`;
+          `${this.sql.insert}${lit(scope)}, ${lit(key)}, ${lit(record.fingerprint)}, ${status}, ` +
+          `${lit(record.body)}, ${lit(record.headers)}, n.ms, n.ms + ${Math.floor(record.ttl)} ` +
+          `FROM (SELECT ${now} AS ms) AS n; COMMIT`;
         try {
           await commitWith(sql);
         } catch (error) {

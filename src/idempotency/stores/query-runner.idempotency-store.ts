@@ -131,7 +131,13 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
     const now = this.dialect.nowMs;
     await this.dialect.execute(
       manager,
-      `INSERT INTO ${this.quotedTable} (${q('scope')}, ${q('idempotency_key')}, ${q('fingerprint')}, ${q('response_status')}, ${q('response_body')}, ${q('response_headers')}, ${q('created_at')}, ${q('expires_at')}) SELECT ?, ?, ?, ?, ?, ?, n.ms, n.ms + ? FROM (SELECT ${now} AS ms) AS n`,
+      `
+        INSERT INTO ${this.quotedTable} (
+          ${q('scope')}, ${q('idempotency_key')}, ${q('fingerprint')}, ${q('response_status')},
+          ${q('response_body')}, ${q('response_headers')}, ${q('created_at')}, ${q('expires_at')}
+        )
+        SELECT ?, ?, ?, ?, ?, ?, n.ms, n.ms + ?
+        FROM (SELECT ${now} AS ms) AS n`,
       [scope, key, record.fingerprint, record.status, record.body, record.headers, Math.floor(record.ttl)],
     );
   }
@@ -158,7 +164,11 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
     const q = (c: string) => this.dialect.quote(c);
     const { records } = await this.dialect.execute(
       runner.manager,
-      `SELECT ${RECORD_COLUMNS.map(q).join(', ')}, CASE WHEN ${q('expires_at')} <= ${this.dialect.nowMs} THEN 1 ELSE 0 END AS ${q('expired')} FROM ${this.quotedTable} WHERE ${q('scope')} = ? AND ${q('idempotency_key')} = ?`,
+      `
+        SELECT ${RECORD_COLUMNS.map(q).join(', ')},
+          CASE WHEN ${q('expires_at')} <= ${this.dialect.nowMs} THEN 1 ELSE 0 END AS ${q('expired')}
+        FROM ${this.quotedTable}
+        WHERE ${q('scope')} = ? AND ${q('idempotency_key')} = ?`,
       [scope, key],
     );
     return toStored(records[0]);

@@ -24,6 +24,14 @@ export class SqliteIdempotencyStore extends QueryRunnerIdempotencyStore {
 
   protected deleteExpiredSql(limit: number): string {
     const q = (c: string) => this.dialect.quote(c);
-    return `DELETE FROM ${this.quotedTable} WHERE ${q('id')} IN (SELECT ${q('id')} FROM ${this.quotedTable} WHERE ${q('expires_at')} <= ${this.dialect.nowMs} ORDER BY ${q('expires_at')} LIMIT ${limit})`;
+    return `
+      DELETE FROM ${this.quotedTable}
+      WHERE ${q('id')} IN (
+        SELECT ${q('id')}
+        FROM ${this.quotedTable}
+        WHERE ${q('expires_at')} <= ${this.dialect.nowMs}
+        ORDER BY ${q('expires_at')}
+        LIMIT ${limit}
+      )`;
   }
 }

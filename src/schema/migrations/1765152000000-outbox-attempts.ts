@@ -45,7 +45,8 @@ function upStatements(type: string): string[] {
         `UPDATE "outbox_messages" SET "dead_at" = "available_at" WHERE "status" = 'dead'`,
         `CREATE INDEX "IDX_outbox_messages_dead" ON "outbox_messages" ("status", "dead_at", "seq")`,
         `CREATE TABLE "outbox_attempts" ("id" BIGSERIAL NOT NULL, "message_seq" bigint NOT NULL, ` +
-          `"attempt" integer NOT NULL, "failed_at" bigint NOT NULL, "counted" smallint NOT NULL, "error" text NOT NULL, ` +
+          `"attempt" integer NOT NULL, "failed_at" bigint NOT NULL, "counted" smallint NOT NULL, ` +
+          `"error" text NOT NULL, ` +
           `"owner" character varying(36) NOT NULL, "publisher" character varying(255) NOT NULL, ` +
           `CONSTRAINT "PK_e35a1f86fb21f9c97644a01b1f1" PRIMARY KEY ("id"))`,
         `CREATE INDEX "IDX_outbox_attempts_message" ON "outbox_attempts" ("message_seq", "id")`,
