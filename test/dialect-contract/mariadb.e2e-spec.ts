@@ -4,5 +4,6 @@ import { useDialectSubject } from './contract-subject';
 import { dialectContract } from './dialect-contract';
 
 describeWith(servicesOf('mariadb'), `OutboxDialect contract on ${DATABASE_LABEL.mariadb}`, () => {
+  // One `it` per named check of the contract; each check asserts the dialect's promise and throws on a violation.
   dialectContract(useDialectSubject('mariadb'));
 });
