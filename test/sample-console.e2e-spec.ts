@@ -1,34 +1,13 @@
-import type { INestApplication } from '@nestjs/common';
 import request from 'supertest';
-import { createSampleApp } from '../sample/app';
-import { DEFAULT_CONSOLE_TOKEN, parseBrokerUrl, readSampleConfig, SampleConfig } from '../sample/config';
-import { createTestDatabase, DATABASE_LABEL, TestDatabase } from './helpers/databases';
-import { freePort } from './helpers/ports';
+import { DEFAULT_CONSOLE_TOKEN, readSampleConfig } from '../sample/config';
+import { DATABASE_LABEL } from './helpers/databases';
+import { useEmbeddedSample } from './helpers/embedded-sample';
 
 /** The sample shop mounts the outbox console at /console behind its operator token (embedded defaults: SQLite + TCP). */
 describe(`Sample shop: the outbox console at /console on ${DATABASE_LABEL.sqlite} + TCP`, () => {
-  let db: TestDatabase;
-  let app: INestApplication;
-  const http = () => request(app.getHttpServer());
+  const app = useEmbeddedSample();
+  const http = () => request(app().getHttpServer());
   const basic = (password: string) => `Basic ${Buffer.from(`operator:${password}`).toString('base64')}`;
-
-  beforeAll(async () => {
-    db = await createTestDatabase('sqlite');
-    const config: SampleConfig = {
-      port: 0,
-      database: db.options,
-      databaseLabel: DATABASE_LABEL.sqlite,
-      broker: parseBrokerUrl(`tcp://127.0.0.1:${await freePort()}`, ''),
-    };
-    app = await createSampleApp(config, { logger: ['error'] });
-    await app.startAllMicroservices();
-    await app.listen(0, '127.0.0.1');
-  });
-
-  afterAll(async () => {
-    await app?.close();
-    await db?.drop();
-  });
 
   it('asks the browser for the operator token (401 + basic-auth challenge), refuses a wrong one (403)', async () => {
     const missing = await http().get('/console');

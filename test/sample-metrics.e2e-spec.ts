@@ -1,9 +1,7 @@
-import type { INestApplication } from '@nestjs/common';
 import request from 'supertest';
-import { createSampleApp } from '../sample/app';
-import { parseBrokerUrl, SampleConfig } from '../sample/config';
-import { createTestDatabase, DATABASE_LABEL, TestDatabase } from './helpers/databases';
-import { freePort, waitFor } from './helpers/ports';
+import { DATABASE_LABEL } from './helpers/databases';
+import { useEmbeddedSample } from './helpers/embedded-sample';
+import { waitFor } from './helpers/ports';
 
 /** Reads one sample of a Prometheus text exposition: the value of `name` whose labels contain every given pair. */
 function sampleOf(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
@@ -17,28 +15,9 @@ function sampleOf(text: string, name: string, labels: Record<string, string> = {
 
 /** The sample serves the outbox's metrics as Prometheus text at GET /metrics (embedded defaults: SQLite + TCP). */
 describe(`Sample shop: Prometheus metrics at /metrics on ${DATABASE_LABEL.sqlite} + TCP`, () => {
-  let db: TestDatabase;
-  let app: INestApplication;
-  const http = () => request(app.getHttpServer());
+  const app = useEmbeddedSample();
+  const http = () => request(app().getHttpServer());
   const scrape = async () => (await http().get('/metrics').expect(200)).text;
-
-  beforeAll(async () => {
-    db = await createTestDatabase('sqlite');
-    const config: SampleConfig = {
-      port: 0,
-      database: db.options,
-      databaseLabel: DATABASE_LABEL.sqlite,
-      broker: parseBrokerUrl(`tcp://127.0.0.1:${await freePort()}`, ''),
-    };
-    app = await createSampleApp(config, { logger: ['error'] });
-    await app.startAllMicroservices();
-    await app.listen(0, '127.0.0.1');
-  });
-
-  afterAll(async () => {
-    await app?.close();
-    await db?.drop();
-  });
 
   it('moves with the work: a placed order is one published OrderPlaced and one executed idempotent request', async () => {
     const before = await scrape();
