@@ -11,6 +11,12 @@ import { recordFaultRun } from './support/report';
 
 const SCENARIO = '8 security';
 
+/**
+ * A key as an RFC 8941 sf-string (`"…"`, with `\\` and `\"` escaped): the form the Idempotency-Key draft writes. A
+ * bare header value that starts with a double quote is read as such a string, so hostile keys travel quoted.
+ */
+const sfString = (key: string) => `"${key.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
+
 /** Inputs that break SQL built by concatenation (PostgreSQL and MySQL quoting, comments, backslash escapes). */
 const HOSTILE = [
   "'; DROP TABLE fault_effects; --",
@@ -100,10 +106,11 @@ for (const kind of ['postgres', 'mariadb'] as DatabaseKind[]) {
           const key = `${hostile}-${Date.now()}-${i}`;
           const tenant = `${hostile}-tenant`;
           const body = { note: hostile };
-          const first = await post(key, body, tenant);
+          const first = await post(sfString(key), body, tenant);
           expect(first.status).toBe(201);
           expect(first.json).toMatchObject({ key, tenant, received: body });
-          const again = await post(key, body, tenant);
+          // The same key sent bare where that is unambiguous (it does not start with a quote): still the same key.
+          const again = await post(key.startsWith('"') ? sfString(key) : key, body, tenant);
           expect(again.status).toBe(201);
           expect(isReplay(again)).toBe(true);
           expect(again.json).toEqual(first.json);
