@@ -117,7 +117,10 @@ for (const setup of setups) {
           () => exporter.getFinishedSpans().some((s) => s.name === 'OrderPlaced process'),
           'the consumer span to end',
         );
-        const producers = exporter.getFinishedSpans().filter((s) => s.name === 'send OrderPlaced');
+        // The producer span ends at the broker's confirmation, which may come after the consumer already ran.
+        const producersOf = () => exporter.getFinishedSpans().filter((s) => s.name === 'send OrderPlaced');
+        await waitFor(() => producersOf().length > 0, 'the producer span to end at the confirmation');
+        const producers = producersOf();
         expect(producers).toHaveLength(1);
         const producer = producers[0];
         expect(producer.kind).toBe(SpanKind.PRODUCER);
@@ -152,7 +155,11 @@ for (const setup of setups) {
           outbox.transaction(() => outbox.emit('OrderPlaced', { orderId: 3 }, { key: 'k-trace' })),
         );
         request.end();
-        const sends = () => exporter.getFinishedSpans().filter((s) => s.name === 'send OrderPlaced');
+        // This message's publish spans only (a span of an earlier test may end late, at its confirmation).
+        const sends = () =>
+          exporter
+            .getFinishedSpans()
+            .filter((s) => s.name === 'send OrderPlaced' && s.attributes['messaging.message.id'] === id);
         await waitFor(() => sends().length >= 1, 'the failed publish to end its span');
         serializer.failing = false;
         await waitFor(
@@ -163,6 +170,7 @@ for (const setup of setups) {
           () => exporter.getFinishedSpans().some((s) => s.name === 'OrderPlaced process'),
           'the consumer span to end',
         );
+        await waitFor(() => sends().length >= 2, 'the successful publish to end its span at the confirmation');
         const [failed, ...rest] = sends();
         expect(failed.status).toEqual({
           code: SpanStatusCode.ERROR,
