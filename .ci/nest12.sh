@@ -51,6 +51,7 @@ const nest12 = {
   '@nestjs/schedule': '^12.0.0',
   '@nestjs/typeorm': '^12.0.0',
   '@nestjs/terminus': '^11.1.1',
+  '@nestjs/swagger': '^12.0.0',
   'nestjs-cls': '^6.3.1',
   '@swc/core': '^1.10.0',
   '@swc/jest': '^0.2.37',
