@@ -1,4 +1,4 @@
-import { DynamicModule, Module } from '@nestjs/common';
+import { DynamicModule, Module, type Type } from '@nestjs/common';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { OutboxCleanupRegistry } from './scheduling/outbox-cleanup.registry';
 import { OutboxCleanupScheduler } from './cleanup/outbox-cleanup.scheduler';
@@ -25,6 +25,19 @@ import { OutboxTransactionSourceRegistrar } from './transaction/transaction-sour
 import { OutboxHealthIndicator } from './health/outbox-health.indicator';
 import { OutboxTracingLoader } from './tracing/outbox-tracing.loader';
 import { OutboxMetrics } from './observability/outbox-metrics';
+import { isDefaultDataSource } from './outbox-resource-names';
+import { getOutboxToken } from './outbox.tokens';
+
+/** The providers an outbox exports (under class tokens for the default DataSource, named tokens otherwise). */
+const OUTBOX_EXPORTS: readonly Type<unknown>[] = [
+  OutboxService,
+  OutboxHealthIndicator,
+  IdempotencyService,
+  OutboxPublisher,
+  OutboxCleanupRegistry,
+  OutboxDeadLetters,
+  OutboxCleanupScheduler,
+];
 
 /**
  * The outbox: `OutboxService` (transactions + emit), the `OutboxMessage` entity (registered with
@@ -33,6 +46,7 @@ import { OutboxMetrics } from './observability/outbox-metrics';
  * ```ts
  * OutboxModule.forRoot({ client: 'BROKER' })
  * OutboxModule.forRootAsync({ imports: [ConfigModule], inject: [ConfigService], useFactory: (c) => ({ client: 'BROKER' }) })
+ * OutboxModule.forRoot({ dataSource: 'billing', client: 'BILLING_BROKER' }) // one more outbox: @InjectOutbox('billing')
  * ```
  */
 @Module({})
@@ -49,6 +63,10 @@ export class OutboxModule extends OutboxConfigurableModule {
 
   private static complete(definition: DynamicModule & { dataSourceName?: string }): DynamicModule {
     const { dataSourceName, ...module } = definition;
+    // A named DataSource's outbox exports its providers under tokens of its own (`getOutboxToken(X, name)`), so
+    // that it can be imported beside the default outbox (and other named ones) without any class token colliding.
+    const named = isDefaultDataSource(dataSourceName) ? [] : OUTBOX_EXPORTS;
+    const exports = named.length === 0 ? [...OUTBOX_EXPORTS] : named.map((p) => getOutboxToken(p, dataSourceName));
     return {
       ...module,
       imports: [
@@ -75,16 +93,9 @@ export class OutboxModule extends OutboxConfigurableModule {
         OutboxDeadLetters,
         OutboxCleanupScheduler,
         OutboxMetrics,
+        ...named.map((provider) => ({ provide: getOutboxToken(provider, dataSourceName), useExisting: provider })),
       ],
-      exports: [
-        OutboxService,
-        OutboxHealthIndicator,
-        IdempotencyService,
-        OutboxPublisher,
-        OutboxCleanupRegistry,
-        OutboxDeadLetters,
-        OutboxCleanupScheduler,
-      ],
+      exports,
     };
   }
 }

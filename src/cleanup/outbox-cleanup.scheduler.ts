@@ -10,8 +10,7 @@ import { OutboxRetentionTask } from './outbox-retention.task';
 import { describeError } from '../util/describe-error';
 import { stopRegisteredInterval } from '../scheduling/registered-interval';
 
-/** Name under which the scheduled cleanup is registered in `SchedulerRegistry`. */
-export const OUTBOX_CLEANUP_JOB = 'nestjs-outbox:cleanup';
+export { OUTBOX_CLEANUP_JOB } from '../outbox-resource-names';
 
 /** Most batches one task deletes per run, so a large backlog is worked off over several runs. */
 const MAX_BATCHES_PER_RUN = 100;
@@ -35,9 +34,9 @@ export class OutboxCleanupScheduler implements OnApplicationBootstrap, OnModuleD
     @Optional() protected readonly schedulerRegistry?: SchedulerRegistry,
   ) {}
 
+  /** Name of the cleanup's interval in `SchedulerRegistry` (`nestjs-outbox:cleanup`, `…:<dataSource>` if named). */
   get jobName(): string {
-    const ds = this.database.name;
-    return ds && ds !== 'default' ? `${OUTBOX_CLEANUP_JOB}:${ds}` : OUTBOX_CLEANUP_JOB;
+    return this.database.resources.cleanupJob;
   }
 
   onApplicationBootstrap(): void {

@@ -9,7 +9,7 @@ import { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxWakeup, resolveWakeup } from '../dialects/resolve-wakeup';
 import { OutboxConfigurationError } from '../errors';
 import type { OutboxPublisherEvents, OutboxRequeuedEvent } from '../events/publisher-events';
-import { OUTBOX_OPTIONS, OUTBOX_PUBLISHER_JOB } from '../outbox.constants';
+import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { OutboxTransportName, ResolvedOutboxOptions } from '../outbox.options';
 import { outsideTransactionContext } from '../transaction/transaction-context';
 import { runOnConnection } from '../transaction/transaction-runner';
@@ -93,8 +93,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
 
   /** Name of the loop in `SchedulerRegistry`. */
   get jobName(): string {
-    const ds = this.database.name;
-    return ds && ds !== 'default' ? `${OUTBOX_PUBLISHER_JOB}:${ds}` : OUTBOX_PUBLISHER_JOB;
+    return this.database.resources.publisherJob;
   }
 
   /** The transport messages are built for (`rmq`, `tcp`, …), once the client has been resolved. */
