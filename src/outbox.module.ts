@@ -27,6 +27,23 @@ import { OutboxTracingLoader } from './tracing/outbox-tracing.loader';
 import { OutboxMetrics } from './observability/outbox-metrics';
 import { isDefaultDataSource } from './outbox-resource-names';
 import { getOutboxToken } from './outbox.tokens';
+import { namedOutboxProviders } from './named-outbox-providers';
+
+/** The classes of one outbox (under class tokens for the default DataSource, named tokens otherwise). */
+const OUTBOX_PROVIDERS: readonly Type<unknown>[] = [
+  OutboxDatabase,
+  OutboxSchemaCheck,
+  OutboxCleanupRegistry,
+  OutboxPublisher,
+  OutboxService,
+  IdempotencyService,
+  OutboxTransactionSourceRegistrar,
+  OutboxHealthIndicator,
+  OutboxTracingLoader,
+  OutboxDeadLetters,
+  OutboxCleanupScheduler,
+  OutboxMetrics,
+];
 
 /** The providers an outbox exports (under class tokens for the default DataSource, named tokens otherwise). */
 const OUTBOX_EXPORTS: readonly Type<unknown>[] = [
@@ -63,10 +80,11 @@ export class OutboxModule extends OutboxConfigurableModule {
 
   private static complete(definition: DynamicModule & { dataSourceName?: string }): DynamicModule {
     const { dataSourceName, ...module } = definition;
-    // A named DataSource's outbox exports its providers under tokens of its own (`getOutboxToken(X, name)`), so
-    // that it can be imported beside the default outbox (and other named ones) without any class token colliding.
-    const named = isDefaultDataSource(dataSourceName) ? [] : OUTBOX_EXPORTS;
-    const exports = named.length === 0 ? [...OUTBOX_EXPORTS] : named.map((p) => getOutboxToken(p, dataSourceName));
+    // A named DataSource's outbox provides and exports its classes under tokens of its own (`getOutboxToken(X,
+    // name)`), so that it can be imported beside the default outbox (and other named ones) without any class token
+    // colliding; the default outbox keeps the class tokens.
+    const named = !isDefaultDataSource(dataSourceName);
+    const exports = named ? OUTBOX_EXPORTS.map((p) => getOutboxToken(p, dataSourceName)) : [...OUTBOX_EXPORTS];
     return {
       ...module,
       imports: [
@@ -81,19 +99,7 @@ export class OutboxModule extends OutboxConfigurableModule {
           inject: [OUTBOX_RAW_OPTIONS],
         },
         { provide: OUTBOX_DATA_SOURCE, useExisting: getDataSourceToken(dataSourceName) },
-        OutboxDatabase,
-        OutboxSchemaCheck,
-        OutboxCleanupRegistry,
-        OutboxPublisher,
-        OutboxService,
-        IdempotencyService,
-        OutboxTransactionSourceRegistrar,
-        OutboxHealthIndicator,
-        OutboxTracingLoader,
-        OutboxDeadLetters,
-        OutboxCleanupScheduler,
-        OutboxMetrics,
-        ...named.map((provider) => ({ provide: getOutboxToken(provider, dataSourceName), useExisting: provider })),
+        ...(named ? namedOutboxProviders(OUTBOX_PROVIDERS, dataSourceName!) : OUTBOX_PROVIDERS),
       ],
       exports,
     };

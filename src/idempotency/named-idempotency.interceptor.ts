@@ -1,4 +1,5 @@
-import { Inject, Injectable, type Type } from '@nestjs/common';
+import { Injectable, type Type } from '@nestjs/common';
+import { withInjectedTokens } from '../named-outbox-providers';
 import { isDefaultDataSource } from '../outbox-resource-names';
 import { getOutboxToken } from '../outbox.tokens';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
@@ -16,13 +17,10 @@ export function idempotencyInterceptorFor(dataSource: string | undefined): Type<
   const name = dataSource!;
   let interceptor = interceptors.get(name);
   if (!interceptor) {
-    interceptor = class extends IdempotencyInterceptor {};
-    Object.defineProperty(interceptor, 'name', { value: `IdempotencyInterceptor(${name})` });
-    Injectable()(interceptor);
     // The subclass inherits the constructor and its parameter types; only the IdempotencyService slot is redirected.
-    const paramTypes: unknown[] = Reflect.getMetadata('design:paramtypes', IdempotencyInterceptor) ?? [];
-    const slot = paramTypes.indexOf(IdempotencyService);
-    Inject(getOutboxToken(IdempotencyService, name))(interceptor, undefined, slot);
+    const tokens = new Map([[IdempotencyService, getOutboxToken(IdempotencyService, name)]]);
+    interceptor = withInjectedTokens(IdempotencyInterceptor, tokens, `IdempotencyInterceptor(${name})`);
+    Injectable()(interceptor);
     interceptors.set(name, interceptor);
   }
   return interceptor;

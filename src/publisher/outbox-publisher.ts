@@ -10,6 +10,7 @@ import { OutboxWakeup, resolveWakeup } from '../dialects/resolve-wakeup';
 import { OutboxConfigurationError } from '../errors';
 import type { OutboxPublisherEvents, OutboxRequeuedEvent } from '../events/publisher-events';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
+import type { OutboxResourceNames } from '../outbox-resource-names';
 import type { OutboxTransportName, ResolvedOutboxOptions } from '../outbox.options';
 import { outsideTransactionContext } from '../transaction/transaction-context';
 import { runOnConnection } from '../transaction/transaction-runner';
@@ -94,6 +95,14 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   /** Name of the loop in `SchedulerRegistry`. */
   get jobName(): string {
     return this.database.resources.publisherJob;
+  }
+
+  /**
+   * The names this outbox uses beside its tables — its jobs in `SchedulerRegistry`, its PostgreSQL NOTIFY channel
+   * and the first key of its advisory locks — distinct for each outbox of the app (see `outboxResourceNames()`).
+   */
+  get resourceNames(): OutboxResourceNames {
+    return this.database.resources;
   }
 
   /** The transport messages are built for (`rmq`, `tcp`, …), once the client has been resolved. */
