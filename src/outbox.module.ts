@@ -4,7 +4,7 @@ import { OutboxCleanupRegistry } from './scheduling/outbox-cleanup.registry';
 import { OutboxCleanupScheduler } from './cleanup/outbox-cleanup.scheduler';
 import { IdempotencyRecord } from './schema/idempotency-record.entity';
 import { IdempotencyService } from './idempotency/idempotency.service';
-import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from './outbox.constants';
+import { getOutboxToken, isDefaultDataSource, OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from './outbox.constants';
 import {
   OUTBOX_ASYNC_OPTIONS_TYPE,
   OUTBOX_OPTIONS_TYPE,
@@ -25,9 +25,7 @@ import { OutboxTransactionSourceRegistrar } from './transaction/transaction-sour
 import { OutboxHealthIndicator } from './health/outbox-health.indicator';
 import { OutboxTracingLoader } from './tracing/outbox-tracing.loader';
 import { OutboxMetrics } from './observability/outbox-metrics';
-import { isDefaultDataSource } from './outbox-resource-names';
-import { getOutboxToken } from './outbox.tokens';
-import { namedOutboxProviders } from './named-outbox-providers';
+import { namedOutboxProviders } from './util/named-providers';
 
 /** The classes of one outbox (under class tokens for the default DataSource, named tokens otherwise). */
 const OUTBOX_PROVIDERS: readonly Type<unknown>[] = [

@@ -10,7 +10,7 @@ import { OutboxRetentionTask } from './outbox-retention.task';
 import { describeError } from '../util/describe-error';
 import { stopRegisteredInterval } from '../scheduling/registered-interval';
 
-export { OUTBOX_CLEANUP_JOB } from '../outbox-resource-names';
+export { OUTBOX_CLEANUP_JOB } from '../scheduling/outbox-resource-names';
 
 /** Most batches one task deletes per run, so a large backlog is worked off over several runs. */
 const MAX_BATCHES_PER_RUN = 100;

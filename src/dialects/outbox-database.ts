@@ -6,7 +6,11 @@ import type { OutboxDialect } from './outbox-dialect';
 import { OutboxConfigurationError } from '../errors';
 import { OUTBOX_DATA_SOURCE } from '../outbox.constants';
 import { OutboxMessage } from '../schema/outbox-message.entity';
-import { advisoryLockClassOf, outboxResourceNames, type OutboxResourceNames } from '../outbox-resource-names';
+import {
+  advisoryLockClassOf,
+  outboxResourceNames,
+  type OutboxResourceNames,
+} from '../scheduling/outbox-resource-names';
 
 /** The outbox's DataSource, its dialect and the resolved table name, looked up once. */
 @Injectable()

@@ -1,7 +1,6 @@
 import { Injectable, type Type } from '@nestjs/common';
-import { withInjectedTokens } from '../named-outbox-providers';
-import { isDefaultDataSource } from '../outbox-resource-names';
-import { getOutboxToken } from '../outbox.tokens';
+import { getOutboxToken, isDefaultDataSource } from '../outbox.constants';
+import { withInjectedTokens } from '../util/named-providers';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { IdempotencyService } from './idempotency.service';
 

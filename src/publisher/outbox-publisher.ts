@@ -10,7 +10,7 @@ import { OutboxWakeup, resolveWakeup } from '../dialects/resolve-wakeup';
 import { OutboxConfigurationError } from '../errors';
 import type { OutboxPublisherEvents, OutboxRequeuedEvent } from '../events/publisher-events';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
-import type { OutboxResourceNames } from '../outbox-resource-names';
+import type { OutboxResourceNames } from '../scheduling/outbox-resource-names';
 import type { OutboxTransportName, ResolvedOutboxOptions } from '../outbox.options';
 import { outsideTransactionContext } from '../transaction/transaction-context';
 import { runOnConnection } from '../transaction/transaction-runner';

@@ -11,7 +11,7 @@ import { SerialQueue } from '../../util/serial-queue';
  */
 const RELAY_POOL_SIZE = 5;
 
-import { OUTBOX_ADVISORY_LOCK_CLASS } from '../../outbox-resource-names';
+import { OUTBOX_ADVISORY_LOCK_CLASS } from '../../scheduling/outbox-resource-names';
 
 export { OUTBOX_ADVISORY_LOCK_CLASS };
 

@@ -1,19 +1,6 @@
 import { Inject, type Type } from '@nestjs/common';
-import { isDefaultDataSource } from './outbox-resource-names';
-import { OutboxService } from './outbox/outbox.service';
-
-/**
- * Injection token of one of an outbox's providers (`OutboxService`, `OutboxDeadLetters`, `OutboxHealthIndicator`,
- * `IdempotencyService`, `OutboxPublisher`, `OutboxCleanupScheduler`, `OutboxCleanupRegistry`): the class itself for
- * the default DataSource, a string of its own for a named one — as `getDataSourceToken()` of `@nestjs/typeorm`.
- *
- * ```ts
- * constructor(@Inject(getOutboxToken(OutboxDeadLetters, 'billing')) private readonly billingDeadLetters: OutboxDeadLetters) {}
- * ```
- */
-export function getOutboxToken<T>(provider: Type<T>, dataSource?: string): Type<T> | string {
-  return isDefaultDataSource(dataSource) ? provider : `nestjs-outbox:${dataSource}:${provider.name}`;
-}
+import { getOutboxToken } from '../outbox.constants';
+import { OutboxService } from './outbox.service';
 
 /** Injection token of the `OutboxService` of a DataSource: `OutboxService` for the default one. */
 export function getOutboxServiceToken(dataSource?: string): Type<OutboxService> | string {

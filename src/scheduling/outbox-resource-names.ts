@@ -1,4 +1,4 @@
-import { OUTBOX_PUBLISHER_JOB } from './outbox.constants';
+import { isDefaultDataSource, OUTBOX_PUBLISHER_JOB } from '../outbox.constants';
 
 /** Name under which the scheduled cleanup is registered in `SchedulerRegistry`. */
 export const OUTBOX_CLEANUP_JOB = 'nestjs-outbox:cleanup';
@@ -21,11 +21,6 @@ export interface OutboxResourceNames {
   notifyChannel: string;
   /** First key (int4) of `pg_advisory_xact_lock(class, hashtext(key))`, taken by same-key writers. */
   advisoryLockClass: number;
-}
-
-/** True for the unnamed DataSource (`undefined` or `'default'`, as `@nestjs/typeorm` names it). */
-export function isDefaultDataSource(name: string | undefined): boolean {
-  return name === undefined || name === 'default';
 }
 
 /** The names of the outbox of the DataSource `dataSourceName` whose table is `table` (its path, schema included). */

@@ -1,6 +1,6 @@
 import { Inject, type Provider, type Type } from '@nestjs/common';
 import { SELF_DECLARED_DEPS_METADATA } from '@nestjs/common/constants';
-import { getOutboxToken } from './outbox.tokens';
+import { getOutboxToken } from '../outbox.constants';
 
 /**
  * The providers of a named DataSource's outbox: each class under its own token (`getOutboxToken(X, name)`), never
