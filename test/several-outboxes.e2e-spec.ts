@@ -372,3 +372,145 @@ describe('@Idempotent({ dataSource })', () => {
     }).toThrow(OutboxConfigurationError);
   });
 });
+
+describeWith(['postgres', 'rabbitmq'], 'Two outboxes in one PostgreSQL database, one schema per DataSource', () => {
+  let db: TestDatabase;
+  let app: INestApplication;
+  const queues = { orders: uniqueQueue('outbox-schema-orders'), billing: uniqueQueue('outbox-schema-billing') };
+  const recorders: Record<'orders' | 'billing', AmqpRecorder> = {} as any;
+  const published = { orders: [] as string[], billing: [] as string[] };
+
+  beforeAll(async () => {
+    db = await createTestDatabase('postgres');
+    const admin = new DataSource(db.options);
+    await admin.initialize();
+    await admin.query('CREATE SCHEMA billing');
+    await admin.destroy();
+    recorders.orders = await new AmqpRecorder(queues.orders).start();
+    recorders.billing = await new AmqpRecorder(queues.billing).start();
+    const relay = { pollingInterval: 50 };
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({
+          ...db.options,
+          entities: [TestOrder],
+          autoLoadEntities: true,
+          synchronize: true,
+        } as any),
+        TypeOrmModule.forRoot({
+          ...db.options,
+          name: 'billing',
+          schema: 'billing',
+          entities: [TestInvoice],
+          autoLoadEntities: true,
+          synchronize: true,
+        } as any),
+        ClientsModule.register([
+          { name: 'ORDERS_BROKER', ...rmqClientOptions(queues.orders) },
+          { name: 'BILLING_BROKER', ...rmqClientOptions(queues.billing) },
+        ] as any),
+        ScheduleModule.forRoot(),
+        OutboxModule.forRoot({ client: 'ORDERS_BROKER', publisher: relay }),
+        OutboxModule.forRoot({ dataSource: 'billing', client: 'BILLING_BROKER', publisher: relay }),
+      ],
+      providers: [Shop],
+    })
+    class SchemasModule {}
+    const moduleRef = await Test.createTestingModule({ imports: [SchemasModule] }).compile();
+    app = moduleRef.createNestApplication();
+    app.useLogger(false);
+    await app.init();
+    const record = (into: string[]) => (e: OutboxPublishedEvent) => into.push(...e.messages.map((m) => m.messageId));
+    app.get(OutboxPublisher).on('published', record(published.orders));
+    app.get<OutboxPublisher>(getOutboxToken(OutboxPublisher, 'billing')).on('published', record(published.billing));
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await recorders.orders?.stop();
+    await recorders.billing?.stop();
+    await db?.drop();
+  });
+
+  it('keeps each outbox in its schema: each publisher claims only its own rows, each queue gets only its own', async () => {
+    const shop = app.get(Shop);
+    const orderIds: string[] = [];
+    const invoiceIds: string[] = [];
+    await Promise.all(
+      Array.from({ length: 20 }, async (_, n) => {
+        orderIds.push(await shop.placeOrder(`o-${n}`, n % 2 ? `same-${n % 3}` : undefined));
+        invoiceIds.push(await shop.issueInvoice(`i-${n}`, n % 2 ? `same-${n % 3}` : undefined));
+      }),
+    );
+    await waitFor(
+      () => published.orders.length >= orderIds.length && published.billing.length >= invoiceIds.length,
+      'both publishers to publish their rows',
+    );
+    await waitFor(
+      () =>
+        orderIds.every((id) => recorders.orders.distinct().has(id)) &&
+        invoiceIds.every((id) => recorders.billing.distinct().has(id)),
+      'every message in its queue',
+    );
+    expect([...published.orders].sort()).toEqual([...orderIds].sort());
+    expect([...published.billing].sort()).toEqual([...invoiceIds].sort());
+    expect(recorders.orders.messages.map((m) => m.messageId).sort()).toEqual([...orderIds].sort());
+    expect(recorders.billing.messages.map((m) => m.messageId).sort()).toEqual([...invoiceIds].sort());
+    const tables = await app
+      .get<DataSource>(getDataSourceToken())
+      .query(
+        `SELECT table_schema || '.' || table_name AS t FROM information_schema.tables WHERE table_name = 'outbox_messages' ORDER BY 1`,
+      );
+    expect(tables.map((r: { t: string }) => r.t)).toEqual(['billing.outbox_messages', 'public.outbox_messages']);
+  });
+
+  it('lets a keyed write in one outbox go on while the same key is held in the other (distinct lock classes)', async () => {
+    const { orders, billing } = app.get(Shop);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let billingHolds!: () => void;
+    const holding = new Promise<void>((resolve) => (billingHolds = resolve));
+    const billingTx = billing.transaction(async () => {
+      await billing.emit(INVOICE_ISSUED, { held: true }, { key: 'shared-key' });
+      billingHolds();
+      await held;
+    });
+    await holding;
+    try {
+      // Same key, same database: with a shared lock class this commit would wait for the billing transaction.
+      const id = await orders.transaction(() => orders.emit(ORDER_PLACED, { during: true }, { key: 'shared-key' }));
+      expect(id).toEqual(expect.any(String));
+    } finally {
+      release();
+      await billingTx;
+    }
+    // And a second billing writer of that key does wait for the first (same outbox, same lock).
+    let secondDone = false;
+    let releaseFirst!: () => void;
+    const firstHeld = new Promise<void>((resolve) => (releaseFirst = resolve));
+    let firstHolds!: () => void;
+    const firstHolding = new Promise<void>((resolve) => (firstHolds = resolve));
+    const first = billing.transaction(async () => {
+      await billing.emit(INVOICE_ISSUED, { first: true }, { key: 'shared-key' });
+      firstHolds();
+      await firstHeld;
+    });
+    await firstHolding;
+    const second = billing
+      .transaction(() => billing.emit(INVOICE_ISSUED, { second: true }, { key: 'shared-key' }))
+      .then(() => (secondDone = true));
+    await waitFor(async () => {
+      const [{ n }] = await app
+        .get<DataSource>(getDataSourceToken())
+        .query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`,
+        );
+      return n > 0;
+    }, 'the second billing writer to wait for the key');
+    expect(secondDone).toBe(false);
+    releaseFirst();
+    await first;
+    await second;
+    expect(secondDone).toBe(true);
+  });
+});
