@@ -478,7 +478,11 @@ describeWith(['postgres', 'rabbitmq'], 'Two outboxes in one PostgreSQL database,
     await holding;
     try {
       // Same key, same database: with a shared lock class this commit would wait for the billing transaction.
-      const id = await orders.transaction(() => orders.emit(ORDER_PLACED, { during: true }, { key: 'shared-key' }));
+      // lock_timeout turns such a wait into a failure of this test instead of a hang.
+      const id = await orders.transaction(async (manager) => {
+        await manager.query(`SET LOCAL lock_timeout = '5s'`);
+        return orders.emit(ORDER_PLACED, { during: true }, { key: 'shared-key' });
+      });
       expect(id).toEqual(expect.any(String));
     } finally {
       release();
