@@ -52,6 +52,7 @@ class Shop {
   constructor(
     readonly orders: OutboxService, // the default DataSource's outbox, injected as always
     @InjectOutbox('billing') readonly billing: OutboxService,
+    @InjectOutbox('billing', OutboxDeadLetters) readonly billingDeadLetters: OutboxDeadLetters,
   ) {}
 
   placeOrder(reference: string, key?: string): Promise<string> {
@@ -193,6 +194,7 @@ describeWith(
       expect(getOutboxServiceToken()).toBe(OutboxService);
       expect(getOutboxServiceToken('default')).toBe(OutboxService);
       expect(app.get(getOutboxToken(OutboxDeadLetters, 'billing'))).not.toBe(app.get(OutboxDeadLetters));
+      expect(shop.billingDeadLetters).toBe(app.get(getOutboxToken(OutboxDeadLetters, 'billing')));
       expect(app.get(getOutboxToken(OutboxHealthIndicator, 'billing'))).not.toBe(app.get(OutboxHealthIndicator));
     });
 
