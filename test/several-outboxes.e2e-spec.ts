@@ -118,7 +118,9 @@ describeWith(
         transport: Transport.NATS,
         options: { servers: [`nats://${SERVICES.nats.host}:${SERVICES.nats.port}`] },
       });
-      const relay = { pollingInterval: 50, publishTimeout: 1000, leaseDuration: 5000 };
+      // The default publishTimeout (10 s): a shorter one on a busy machine times out confirmed publishes and sends
+      // them again (at-least-once), which the "once" assertions below would count.
+      const relay = { pollingInterval: 50 };
       const retry = { initialDelay: 20, maxDelay: 200 };
       @Module({
         imports: [
@@ -518,5 +520,98 @@ describeWith(['postgres', 'rabbitmq'], 'Two outboxes in one PostgreSQL database,
     await first;
     await second;
     expect(secondDone).toBe(true);
+  });
+});
+
+describeWith(['rabbitmq'], 'Two outboxes on SQLite, one file per DataSource', () => {
+  let ordersDb: TestDatabase;
+  let billingDb: TestDatabase;
+  let app: INestApplication;
+  const queues = { orders: uniqueQueue('outbox-sqlite-orders'), billing: uniqueQueue('outbox-sqlite-billing') };
+  const recorders: Record<'orders' | 'billing', AmqpRecorder> = {} as any;
+
+  beforeAll(async () => {
+    [ordersDb, billingDb] = await Promise.all([createTestDatabase('sqlite'), createTestDatabase('sqlite')]);
+    recorders.orders = await new AmqpRecorder(queues.orders).start();
+    recorders.billing = await new AmqpRecorder(queues.billing).start();
+    const relay = { pollingInterval: 50 };
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({
+          ...ordersDb.options,
+          entities: [TestOrder],
+          autoLoadEntities: true,
+          synchronize: true,
+        } as any),
+        TypeOrmModule.forRoot({
+          ...billingDb.options,
+          name: 'billing',
+          entities: [TestInvoice],
+          autoLoadEntities: true,
+          synchronize: true,
+        } as any),
+        ClientsModule.register([
+          { name: 'ORDERS_BROKER', ...rmqClientOptions(queues.orders) },
+          { name: 'BILLING_BROKER', ...rmqClientOptions(queues.billing) },
+        ] as any),
+        ScheduleModule.forRoot(),
+        OutboxModule.forRoot({ client: 'ORDERS_BROKER', publisher: relay }),
+        OutboxModule.forRoot({ dataSource: 'billing', client: 'BILLING_BROKER', publisher: relay }),
+      ],
+      controllers: [InvoicesController],
+      providers: [Shop],
+    })
+    class SqliteShopModule {}
+    const moduleRef = await Test.createTestingModule({ imports: [SqliteShopModule] }).compile();
+    app = moduleRef.createNestApplication();
+    app.useLogger(false);
+    await app.init();
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await recorders.orders?.stop();
+    await recorders.billing?.stop();
+    await Promise.all([ordersDb?.drop(), billingDb?.drop()]);
+  });
+
+  it('relays each outbox to its own queue, once', async () => {
+    const shop = app.get(Shop);
+    const orderIds: string[] = [];
+    const invoiceIds: string[] = [];
+    await Promise.all(
+      Array.from({ length: 10 }, async (_, n) => {
+        orderIds.push(await shop.placeOrder(`o-${n}`, n % 2 ? 'k' : undefined));
+        invoiceIds.push(await shop.issueInvoice(`i-${n}`, n % 2 ? 'k' : undefined));
+      }),
+    );
+    await waitFor(
+      () =>
+        orderIds.every((id) => recorders.orders.distinct().has(id)) &&
+        invoiceIds.every((id) => recorders.billing.distinct().has(id)),
+      'every message in its queue',
+    );
+    expect(recorders.orders.messages.map((m) => m.messageId).sort()).toEqual([...orderIds].sort());
+    expect(recorders.billing.messages.map((m) => m.messageId).sort()).toEqual([...invoiceIds].sort());
+  });
+
+  it('@Idempotent({ dataSource: "billing" }) records the key in the billing file, not in the default one', async () => {
+    const key = `sqlite-invoice-${suffix}`;
+    const billingSource = app.get<DataSource>(getDataSourceToken('billing'));
+    await request(app.getHttpServer())
+      .post('/invoices')
+      .set('Idempotency-Key', key)
+      .send({ reference: key, fail: true })
+      .expect(500);
+    expect(await billingSource.getRepository(TestInvoice).countBy({ reference: key })).toBe(0);
+    expect(await billingSource.getRepository(IdempotencyRecord).countBy({ key })).toBe(0);
+    await request(app.getHttpServer())
+      .post('/invoices')
+      .set('Idempotency-Key', key)
+      .send({ reference: key })
+      .expect(201);
+    expect(await billingSource.getRepository(TestInvoice).countBy({ reference: key })).toBe(1);
+    expect(await billingSource.getRepository(IdempotencyRecord).countBy({ key })).toBe(1);
+    expect(await app.get<DataSource>(getDataSourceToken()).getRepository(IdempotencyRecord).countBy({ key })).toBe(0);
   });
 });
