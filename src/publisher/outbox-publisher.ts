@@ -10,7 +10,7 @@ import { OutboxWakeup, resolveWakeup } from '../dialects/resolve-wakeup';
 import { OutboxConfigurationError } from '../errors';
 import type { OutboxPublisherEvents, OutboxRequeuedEvent } from '../events/publisher-events';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
-import type { OutboxResourceNames } from '../scheduling/outbox-resource-names';
+import { outboxLogContext, type OutboxResourceNames } from '../scheduling/outbox-resource-names';
 import type { OutboxTransportName, ResolvedOutboxOptions } from '../outbox.options';
 import { outsideTransactionContext } from '../transaction/transaction-context';
 import { runOnConnection } from '../transaction/transaction-runner';
@@ -56,7 +56,8 @@ import { startProducerSpan } from './producer-span';
  */
 @Injectable()
 export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy {
-  protected readonly logger = new Logger('OutboxPublisher');
+  /** `OutboxPublisher`, or `OutboxPublisher(<dataSource>)` for a named DataSource's outbox. */
+  protected readonly logger: Logger;
   protected readonly events = new EventEmitter();
   /** Identifies this process's publisher (its own NOTIFYs are ignored). */
   readonly instanceId = randomUUID();
@@ -78,6 +79,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     protected readonly moduleRef: ModuleRef,
     @Optional() protected readonly schedulerRegistry?: SchedulerRegistry,
   ) {
+    this.logger = new Logger(outboxLogContext('OutboxPublisher', database.name));
     this.emitter = new PublisherEventEmitter(this.events, this.logger);
     this.client = new PublisherClient(moduleRef, options);
     this.failures = new PublishFailureLog(this.logger, (event, payload) => this.emitEvent(event, payload));

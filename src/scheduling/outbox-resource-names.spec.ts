@@ -1,4 +1,4 @@
-import { OUTBOX_ADVISORY_LOCK_CLASS, outboxResourceNames } from './outbox-resource-names';
+import { OUTBOX_ADVISORY_LOCK_CLASS, outboxLogContext, outboxResourceNames } from './outbox-resource-names';
 
 describe('outboxResourceNames', () => {
   it('keeps the names the default outbox always had', () => {
@@ -42,5 +42,13 @@ describe('outboxResourceNames', () => {
       expect(advisoryLockClass).toBeGreaterThanOrEqual(-(2 ** 31));
       expect(advisoryLockClass).toBeLessThan(2 ** 31);
     }
+  });
+});
+
+describe('outboxLogContext', () => {
+  it('names the DataSource of a named outbox in its log lines, and leaves the default as it was', () => {
+    expect(outboxLogContext('OutboxPublisher', 'default')).toBe('OutboxPublisher');
+    expect(outboxLogContext('OutboxPublisher', undefined)).toBe('OutboxPublisher');
+    expect(outboxLogContext('OutboxPublisher', 'billing')).toBe('OutboxPublisher(billing)');
   });
 });

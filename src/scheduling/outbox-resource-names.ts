@@ -23,6 +23,11 @@ export interface OutboxResourceNames {
   advisoryLockClass: number;
 }
 
+/** The context of a log line of one outbox: `base` for the default DataSource, `base(name)` for a named one. */
+export function outboxLogContext(base: string, dataSourceName: string | undefined): string {
+  return isDefaultDataSource(dataSourceName) ? base : `${base}(${dataSourceName})`;
+}
+
 /** The names of the outbox of the DataSource `dataSourceName` whose table is `table` (its path, schema included). */
 export function outboxResourceNames(dataSourceName: string | undefined, table: string): OutboxResourceNames {
   const identifier = (text: string) => text.replace(/[^A-Za-z0-9_]/g, '_');
