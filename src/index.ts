@@ -18,6 +18,11 @@ export type {
 } from './outbox.options';
 /** What `forRoot()` and `forRootAsync()` take, extras (`isGlobal`, `dataSource`) included. */
 export type { OutboxModuleRootOptions, OutboxModuleAsyncOptions } from './outbox.module-definition';
+/** Several outboxes, one per DataSource: inject a named one's `OutboxService` (or another of its providers). */
+export { InjectOutbox, getOutboxServiceToken } from './outbox/inject-outbox.decorator';
+export { getOutboxToken } from './outbox.constants';
+/** The job names, NOTIFY channel and advisory lock class of one outbox (`OutboxPublisher.resourceNames`). */
+export type { OutboxResourceNames } from './scheduling/outbox-resource-names';
 /** The module-wide `idempotency` defaults, and what `@Idempotent()` takes per handler. */
 export type { IdempotencyDefaults, IdempotentOptions } from './idempotency/idempotency.options';
 

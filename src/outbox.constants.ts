@@ -1,3 +1,5 @@
+import type { Type } from '@nestjs/common';
+
 /** Injection token of the validated, defaults-applied module options (`ResolvedOutboxOptions`). */
 export const OUTBOX_OPTIONS = Symbol('nestjs-outbox:options');
 /** Injection token of the TypeORM `DataSource` the outbox writes to. */
@@ -8,3 +10,21 @@ export const OUTBOX_PUBLISHER_JOB = 'nestjs-outbox:publisher';
 export const OUTBOX_TABLE = 'outbox_messages';
 /** Header that carries the message id on transports with headers. */
 export const MESSAGE_ID_HEADER = 'x-message-id';
+
+/** True for the unnamed DataSource (`undefined` or `'default'`, as `@nestjs/typeorm` names it). */
+export function isDefaultDataSource(name: string | undefined): boolean {
+  return name === undefined || name === 'default';
+}
+
+/**
+ * Injection token of one of an outbox's providers (`OutboxService`, `OutboxDeadLetters`, `OutboxHealthIndicator`,
+ * `IdempotencyService`, `OutboxPublisher`, `OutboxCleanupScheduler`, `OutboxCleanupRegistry`): the class itself for
+ * the default DataSource, a string of its own for a named one — as `getDataSourceToken()` of `@nestjs/typeorm`.
+ *
+ * ```ts
+ * constructor(@Inject(getOutboxToken(OutboxDeadLetters, 'billing')) private readonly billingDeadLetters: OutboxDeadLetters) {}
+ * ```
+ */
+export function getOutboxToken<T>(provider: Type<T>, dataSource?: string): Type<T> | string {
+  return isDefaultDataSource(dataSource) ? provider : `nestjs-outbox:${dataSource}:${provider.name}`;
+}

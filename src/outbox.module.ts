@@ -1,10 +1,10 @@
-import { DynamicModule, Module } from '@nestjs/common';
+import { DynamicModule, Module, type Type } from '@nestjs/common';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { OutboxCleanupRegistry } from './scheduling/outbox-cleanup.registry';
 import { OutboxCleanupScheduler } from './cleanup/outbox-cleanup.scheduler';
 import { IdempotencyRecord } from './schema/idempotency-record.entity';
 import { IdempotencyService } from './idempotency/idempotency.service';
-import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from './outbox.constants';
+import { getOutboxToken, isDefaultDataSource, OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from './outbox.constants';
 import {
   OUTBOX_ASYNC_OPTIONS_TYPE,
   OUTBOX_OPTIONS_TYPE,
@@ -25,6 +25,34 @@ import { OutboxTransactionSourceRegistrar } from './transaction/transaction-sour
 import { OutboxHealthIndicator } from './health/outbox-health.indicator';
 import { OutboxTracingLoader } from './tracing/outbox-tracing.loader';
 import { OutboxMetrics } from './observability/outbox-metrics';
+import { namedOutboxProviders } from './util/named-providers';
+
+/** The classes of one outbox (under class tokens for the default DataSource, named tokens otherwise). */
+const OUTBOX_PROVIDERS: readonly Type<unknown>[] = [
+  OutboxDatabase,
+  OutboxSchemaCheck,
+  OutboxCleanupRegistry,
+  OutboxPublisher,
+  OutboxService,
+  IdempotencyService,
+  OutboxTransactionSourceRegistrar,
+  OutboxHealthIndicator,
+  OutboxTracingLoader,
+  OutboxDeadLetters,
+  OutboxCleanupScheduler,
+  OutboxMetrics,
+];
+
+/** The providers an outbox exports (under class tokens for the default DataSource, named tokens otherwise). */
+const OUTBOX_EXPORTS: readonly Type<unknown>[] = [
+  OutboxService,
+  OutboxHealthIndicator,
+  IdempotencyService,
+  OutboxPublisher,
+  OutboxCleanupRegistry,
+  OutboxDeadLetters,
+  OutboxCleanupScheduler,
+];
 
 /**
  * The outbox: `OutboxService` (transactions + emit), the `OutboxMessage` entity (registered with
@@ -33,6 +61,7 @@ import { OutboxMetrics } from './observability/outbox-metrics';
  * ```ts
  * OutboxModule.forRoot({ client: 'BROKER' })
  * OutboxModule.forRootAsync({ imports: [ConfigModule], inject: [ConfigService], useFactory: (c) => ({ client: 'BROKER' }) })
+ * OutboxModule.forRoot({ dataSource: 'billing', client: 'BILLING_BROKER' }) // one more outbox: @InjectOutbox('billing')
  * ```
  */
 @Module({})
@@ -49,6 +78,11 @@ export class OutboxModule extends OutboxConfigurableModule {
 
   private static complete(definition: DynamicModule & { dataSourceName?: string }): DynamicModule {
     const { dataSourceName, ...module } = definition;
+    // A named DataSource's outbox provides and exports its classes under tokens of its own (`getOutboxToken(X,
+    // name)`), so that it can be imported beside the default outbox (and other named ones) without any class token
+    // colliding; the default outbox keeps the class tokens.
+    const named = !isDefaultDataSource(dataSourceName);
+    const exports = named ? OUTBOX_EXPORTS.map((p) => getOutboxToken(p, dataSourceName)) : [...OUTBOX_EXPORTS];
     return {
       ...module,
       imports: [
@@ -63,28 +97,9 @@ export class OutboxModule extends OutboxConfigurableModule {
           inject: [OUTBOX_RAW_OPTIONS],
         },
         { provide: OUTBOX_DATA_SOURCE, useExisting: getDataSourceToken(dataSourceName) },
-        OutboxDatabase,
-        OutboxSchemaCheck,
-        OutboxCleanupRegistry,
-        OutboxPublisher,
-        OutboxService,
-        IdempotencyService,
-        OutboxTransactionSourceRegistrar,
-        OutboxHealthIndicator,
-        OutboxTracingLoader,
-        OutboxDeadLetters,
-        OutboxCleanupScheduler,
-        OutboxMetrics,
+        ...(named ? namedOutboxProviders(OUTBOX_PROVIDERS, dataSourceName!) : OUTBOX_PROVIDERS),
       ],
-      exports: [
-        OutboxService,
-        OutboxHealthIndicator,
-        IdempotencyService,
-        OutboxPublisher,
-        OutboxCleanupRegistry,
-        OutboxDeadLetters,
-        OutboxCleanupScheduler,
-      ],
+      exports,
     };
   }
 }

@@ -4,7 +4,14 @@ import { ScheduleModule, SchedulerRegistry } from '@nestjs/schedule';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { OutboxConfigurationError, OutboxMessage, OutboxModule, OutboxModuleOptions, OutboxService } from '../src';
+import {
+  getOutboxServiceToken,
+  OutboxConfigurationError,
+  OutboxMessage,
+  OutboxModule,
+  OutboxModuleOptions,
+  OutboxService,
+} from '../src';
 import { OUTBOX_OPTIONS, OUTBOX_PUBLISHER_JOB } from '../src/outbox.constants';
 import type { ResolvedOutboxOptions } from '../src/outbox.options';
 import { useTestDatabase } from './helpers/e2e-fixture';
@@ -163,7 +170,9 @@ describe('OutboxModule wiring (SQLite)', () => {
       OutboxModule.forRoot({ client: 'BROKER', dataSource: 'events', publisher: { enabled: false } }),
     ]);
     try {
-      const outbox = app.get(OutboxService);
+      // As @nestjs/typeorm's named DataSources: injected by name (@InjectOutbox('events')), never as the class.
+      const outbox = app.get<OutboxService>(getOutboxServiceToken('events'));
+      expect(() => app.get(OutboxService)).toThrow();
       await outbox.transaction(() => outbox.emit('Named', { ok: true }));
       const ds = app.get<DataSource>('eventsDataSource');
       expect(await ds.getRepository(OutboxMessage).count()).toBe(1);

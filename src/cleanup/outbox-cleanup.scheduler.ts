@@ -10,8 +10,9 @@ import { OutboxRetentionTask } from './outbox-retention.task';
 import { describeError } from '../util/describe-error';
 import { stopRegisteredInterval } from '../scheduling/registered-interval';
 
-/** Name under which the scheduled cleanup is registered in `SchedulerRegistry`. */
-export const OUTBOX_CLEANUP_JOB = 'nestjs-outbox:cleanup';
+import { outboxLogContext } from '../scheduling/outbox-resource-names';
+
+export { OUTBOX_CLEANUP_JOB } from '../scheduling/outbox-resource-names';
 
 /** Most batches one task deletes per run, so a large backlog is worked off over several runs. */
 const MAX_BATCHES_PER_RUN = 100;
@@ -23,7 +24,8 @@ const MAX_BATCHES_PER_RUN = 100;
  */
 @Injectable()
 export class OutboxCleanupScheduler implements OnApplicationBootstrap, OnModuleDestroy {
-  protected readonly logger = new Logger('OutboxCleanup');
+  /** `OutboxCleanup`, or `OutboxCleanup(<dataSource>)` for a named DataSource's outbox. */
+  protected readonly logger: Logger;
   private readonly runs = new SerialQueue();
   private timer?: NodeJS.Timeout;
   private stopped = false;
@@ -33,11 +35,13 @@ export class OutboxCleanupScheduler implements OnApplicationBootstrap, OnModuleD
     protected readonly database: OutboxDatabase,
     protected readonly registry: OutboxCleanupRegistry,
     @Optional() protected readonly schedulerRegistry?: SchedulerRegistry,
-  ) {}
+  ) {
+    this.logger = new Logger(outboxLogContext('OutboxCleanup', database.name));
+  }
 
+  /** Name of the cleanup's interval in `SchedulerRegistry` (`nestjs-outbox:cleanup`, `…:<dataSource>` if named). */
   get jobName(): string {
-    const ds = this.database.name;
-    return ds && ds !== 'default' ? `${OUTBOX_CLEANUP_JOB}:${ds}` : OUTBOX_CLEANUP_JOB;
+    return this.database.resources.cleanupJob;
   }
 
   onApplicationBootstrap(): void {

@@ -6,6 +6,11 @@ import type { OutboxDialect } from './outbox-dialect';
 import { OutboxConfigurationError } from '../errors';
 import { OUTBOX_DATA_SOURCE } from '../outbox.constants';
 import { OutboxMessage } from '../schema/outbox-message.entity';
+import {
+  advisoryLockClassOf,
+  outboxResourceNames,
+  type OutboxResourceNames,
+} from '../scheduling/outbox-resource-names';
 
 /** The outbox's DataSource, its dialect and the resolved table name, looked up once. */
 @Injectable()
@@ -14,10 +19,12 @@ export class OutboxDatabase {
   readonly table: string;
   /** The DataSource's name in Nest ('default' unless named). */
   readonly name: string;
+  /** The outbox's scheduler job names, NOTIFY channel and advisory lock class (distinct per outbox). */
+  readonly resources: OutboxResourceNames;
 
   constructor(@Inject(OUTBOX_DATA_SOURCE) readonly dataSource: DataSource) {
     this.name = getDataSourceName(dataSource.options as { name?: string }) ?? 'default';
-    this.dialect = resolveDialect(dataSource);
+    this.dialect = resolveDialect(dataSource, advisoryLockClassOf(this.name));
     if (!dataSource.hasMetadata(OutboxMessage)) {
       throw new OutboxConfigurationError(
         `OutboxMessage is not an entity of the DataSource '${this.name}'. ` +
@@ -25,5 +32,6 @@ export class OutboxDatabase {
       );
     }
     this.table = dataSource.getMetadata(OutboxMessage).tablePath;
+    this.resources = outboxResourceNames(this.name, this.table);
   }
 }

@@ -5,11 +5,17 @@ import type { OutboxDialect } from './outbox-dialect';
 import { PostgresOutboxDialect } from './postgres/postgres.dialect';
 import { SqliteOutboxDialect } from './sqlite/sqlite.dialect';
 
-/** Picks the dialect of a DataSource from its driver type. */
-export function resolveDialect(dataSource: DataSource): OutboxDialect & { execute: SqliteOutboxDialect['execute'] } {
+/**
+ * Picks the dialect of a DataSource from its driver type. `advisoryLockClass`: first key of the PostgreSQL advisory
+ * locks of same-key writers (one per outbox; the default outbox's when left out).
+ */
+export function resolveDialect(
+  dataSource: DataSource,
+  advisoryLockClass?: number,
+): OutboxDialect & { execute: SqliteOutboxDialect['execute'] } {
   switch (dataSource.options.type) {
     case 'postgres':
-      return new PostgresOutboxDialect();
+      return new PostgresOutboxDialect(advisoryLockClass);
     case 'mysql':
     case 'mariadb':
       return new MysqlOutboxDialect();

@@ -16,6 +16,7 @@ export interface OutboxWakeup {
 
 /** The wake-up of the outbox's database, or `undefined` when it has none (MySQL/MariaDB, SQLite). */
 export function resolveWakeup(database: OutboxDatabase, instanceId: string): OutboxWakeup | undefined {
-  if (database.dialect.name === 'postgres') return new PostgresWakeup(database.dataSource, database.table, instanceId);
+  if (database.dialect.name === 'postgres')
+    return new PostgresWakeup(database.dataSource, database.resources.notifyChannel, instanceId);
   return undefined;
 }

@@ -38,7 +38,7 @@ export class HandlerOptionsResolver {
       ...(this.reflector.get<IdempotentOptions>(IDEMPOTENT_OPTIONS, controller) ?? {}),
       ...(this.reflector.get<IdempotentOptions>(IDEMPOTENT_OPTIONS, handler) ?? {}),
     };
-    const { scope, key, fingerprint, ...defaults } = merged;
+    const { scope, key, fingerprint, dataSource: _dataSource, ...defaults } = merged;
     const base = resolveIdempotencyDefaults(
       Object.fromEntries(Object.entries(defaults).filter(([, v]) => v !== undefined)),
       this.defaults(),

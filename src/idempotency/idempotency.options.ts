@@ -81,6 +81,14 @@ export interface IdempotentOptions extends IdempotencyDefaults {
    * @default HTTP: method, path, query and body; messages: the data
    */
   fingerprint?: (source: any, context: ExecutionContext) => unknown;
+  /**
+   * The DataSource whose outbox records the key (in the same transaction as the handler's writes), as given to
+   * `OutboxModule.forRoot({ dataSource })`; that outbox must be visible to the controller's module (imported there,
+   * or `isGlobal`). The module-wide defaults are that outbox's `idempotency` options. A controller's methods cannot
+   * name another DataSource than the controller: put `@Idempotent()` on the methods instead.
+   * @default the default DataSource's outbox
+   */
+  dataSource?: string;
 }
 
 /** The defaults after validation. */

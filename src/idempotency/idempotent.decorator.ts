@@ -5,7 +5,7 @@ import { OutboxConfigurationError } from '../errors';
 import { markingStart } from './handler-start';
 import { IdempotencyProblemFilter } from './idempotency-problem.filter';
 import { IDEMPOTENT_OPTIONS } from './idempotency.constants';
-import { IdempotencyInterceptor } from './idempotency.interceptor';
+import { idempotencyInterceptorFor } from './named-idempotency.interceptor';
 import type { IdempotentOptions } from './idempotency.options';
 
 /**
@@ -20,7 +20,7 @@ import type { IdempotentOptions } from './idempotency.options';
 export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & MethodDecorator {
   const apply = applyDecorators(
     SetMetadata(IDEMPOTENT_OPTIONS, options),
-    UseInterceptors(IdempotencyInterceptor),
+    UseInterceptors(idempotencyInterceptorFor(options.dataSource)),
     UseFilters(IdempotencyProblemFilter),
   );
   return ((target: object, propertyKey?: string | symbol, descriptor?: PropertyDescriptor) => {
@@ -38,6 +38,7 @@ export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & Me
     for (const name of Object.getOwnPropertyNames(prototype)) {
       if (name === 'constructor') continue;
       refuseOwnResponse(target as Function, name);
+      refuseOtherDataSource(target as Function, name, options.dataSource);
       markMethodStart(prototype, name);
     }
     return (apply as ClassDecorator)(target as Function);
@@ -60,6 +61,23 @@ function markedOnce<F extends (...args: any[]) => unknown>(method: F): F {
 }
 
 const MARKED = new WeakSet<Function>();
+
+/** A method's `@Idempotent({ dataSource })` naming another outbox than its class's would be guarded by the class's. */
+function refuseOtherDataSource(controller: Function, method: string, dataSource: string | undefined): void {
+  const handler = (controller.prototype as Record<string, unknown>)[method];
+  if (typeof handler !== 'function') return;
+  const own: IdempotentOptions | undefined = Reflect.getMetadata(IDEMPOTENT_OPTIONS, handler);
+  if (!own || own.dataSource === undefined || sameDataSource(own.dataSource, dataSource)) return;
+  throw new OutboxConfigurationError(
+    `@Idempotent() on ${controller.name} records keys in the outbox of DataSource '${dataSource ?? 'default'}', but ` +
+      `its method ${method} asks for '${own.dataSource}'; the controller's interceptor runs first and would record it. ` +
+      `Put @Idempotent({ dataSource }) on the methods only, or give the class and the method the same dataSource.`,
+  );
+}
+
+function sameDataSource(a: string | undefined, b: string | undefined): boolean {
+  return (a ?? 'default') === (b ?? 'default');
+}
 
 function refuseOwnResponse(controller: Function, method: string | symbol): void {
   const args: Record<string, unknown> = Reflect.getMetadata(ROUTE_ARGS_METADATA, controller, method) ?? {};

@@ -9,7 +9,8 @@ import { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxWakeup, resolveWakeup } from '../dialects/resolve-wakeup';
 import { OutboxConfigurationError } from '../errors';
 import type { OutboxPublisherEvents, OutboxRequeuedEvent } from '../events/publisher-events';
-import { OUTBOX_OPTIONS, OUTBOX_PUBLISHER_JOB } from '../outbox.constants';
+import { OUTBOX_OPTIONS } from '../outbox.constants';
+import { outboxLogContext, type OutboxResourceNames } from '../scheduling/outbox-resource-names';
 import type { OutboxTransportName, ResolvedOutboxOptions } from '../outbox.options';
 import { outsideTransactionContext } from '../transaction/transaction-context';
 import { runOnConnection } from '../transaction/transaction-runner';
@@ -55,7 +56,8 @@ import { startProducerSpan } from './producer-span';
  */
 @Injectable()
 export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy {
-  protected readonly logger = new Logger('OutboxPublisher');
+  /** `OutboxPublisher`, or `OutboxPublisher(<dataSource>)` for a named DataSource's outbox. */
+  protected readonly logger: Logger;
   protected readonly events = new EventEmitter();
   /** Identifies this process's publisher (its own NOTIFYs are ignored). */
   readonly instanceId = randomUUID();
@@ -77,6 +79,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     protected readonly moduleRef: ModuleRef,
     @Optional() protected readonly schedulerRegistry?: SchedulerRegistry,
   ) {
+    this.logger = new Logger(outboxLogContext('OutboxPublisher', database.name));
     this.emitter = new PublisherEventEmitter(this.events, this.logger);
     this.client = new PublisherClient(moduleRef, options);
     this.failures = new PublishFailureLog(this.logger, (event, payload) => this.emitEvent(event, payload));
@@ -93,8 +96,15 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
 
   /** Name of the loop in `SchedulerRegistry`. */
   get jobName(): string {
-    const ds = this.database.name;
-    return ds && ds !== 'default' ? `${OUTBOX_PUBLISHER_JOB}:${ds}` : OUTBOX_PUBLISHER_JOB;
+    return this.database.resources.publisherJob;
+  }
+
+  /**
+   * The names this outbox uses beside its tables — its jobs in `SchedulerRegistry`, its PostgreSQL NOTIFY channel
+   * and the first key of its advisory locks — distinct for each outbox of the app (see `outboxResourceNames()`).
+   */
+  get resourceNames(): OutboxResourceNames {
+    return this.database.resources;
   }
 
   /** The transport messages are built for (`rmq`, `tcp`, …), once the client has been resolved. */

@@ -3,7 +3,13 @@ import type { DataSource } from 'typeorm';
 import { currentFromPluggedSources, transactionSourceOf } from './transaction-source.registry';
 import type { OutboxTransactionContext } from './transaction.types';
 
-const storage = new AsyncLocalStorage<OutboxTransactionContext>();
+/** One open transaction and the one it was opened in (of another DataSource: several outboxes may nest). */
+interface TransactionFrame {
+  context: OutboxTransactionContext;
+  outer?: TransactionFrame;
+}
+
+const storage = new AsyncLocalStorage<TransactionFrame>();
 
 /**
  * The transaction that the current async call chain runs in, if any: of `dataSource` when given (asking the
@@ -13,15 +19,20 @@ export function currentTransaction(dataSource?: DataSource): OutboxTransactionCo
   if (dataSource) {
     const source = transactionSourceOf(dataSource);
     if (source) return source.current(dataSource);
-    const context = storage.getStore();
-    return context?.dataSource === dataSource ? context : undefined;
+    for (let frame = storage.getStore(); frame; frame = frame.outer) {
+      if (frame.context.dataSource === dataSource) return frame.context;
+    }
+    return undefined;
   }
-  return storage.getStore() ?? currentFromPluggedSources();
+  return storage.getStore()?.context ?? currentFromPluggedSources();
 }
 
-/** Runs `work` with `context` as the ambient transaction. */
+/**
+ * Runs `work` with `context` as the ambient transaction. A transaction of another DataSource that was ambient stays
+ * current for its own DataSource inside `work` (a billing transaction opened inside a default one, and back).
+ */
 export function runInTransactionContext<T>(context: OutboxTransactionContext, work: () => T): T {
-  return storage.run(context, work);
+  return storage.run({ context, outer: storage.getStore() }, work);
 }
 
 /** Runs `work` with no ambient transaction (background work must never join a caller's transaction). */

@@ -36,8 +36,8 @@ export async function runInTransaction<T>(
 ): Promise<T> {
   const source = transactionSourceOf(dataSource);
   if (source) return source.run(dataSource, work, options);
-  const outer = currentTransaction();
-  if (outer && outer.dataSource === dataSource) return work(outer.manager);
+  const outer = currentTransaction(dataSource);
+  if (outer) return work(outer.manager);
 
   const open = async (): Promise<{ result: T; context: OutboxTransactionContext }> => {
     let context!: OutboxTransactionContext;

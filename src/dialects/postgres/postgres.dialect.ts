@@ -11,8 +11,9 @@ import { SerialQueue } from '../../util/serial-queue';
  */
 const RELAY_POOL_SIZE = 5;
 
-/** First key of the two-key advisory locks that serialize same-key writers ('outb' in ASCII). */
-export const OUTBOX_ADVISORY_LOCK_CLASS = 0x6f757462;
+import { OUTBOX_ADVISORY_LOCK_CLASS } from '../../scheduling/outbox-resource-names';
+
+export { OUTBOX_ADVISORY_LOCK_CLASS };
 
 /**
  * PostgreSQL: the claim is one `UPDATE … RETURNING` over rows locked `FOR UPDATE SKIP LOCKED`; same-key writers
@@ -22,6 +23,11 @@ export const OUTBOX_ADVISORY_LOCK_CLASS = 0x6f757462;
 export class PostgresOutboxDialect extends SqlOutboxDialect {
   readonly name = 'postgres' as const;
   readonly nowMs = `(extract(epoch from clock_timestamp()) * 1000)::bigint`;
+
+  /** `advisoryLockClass`: first key of the advisory locks of same-key writers, one per outbox. */
+  constructor(readonly advisoryLockClass: number = OUTBOX_ADVISORY_LOCK_CLASS) {
+    super();
+  }
 
   quote(identifier: string): string {
     return `"${identifier.replace(/"/g, '""')}"`;
@@ -104,7 +110,7 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
     await this.execute(
       manager,
       `
-        SELECT pg_advisory_xact_lock(${OUTBOX_ADVISORY_LOCK_CLASS}, hashtext(k))
+        SELECT pg_advisory_xact_lock(${this.advisoryLockClass | 0}, hashtext(k))
         FROM unnest($1::text[]) WITH ORDINALITY AS t(k, i)
         ORDER BY i`,
       [keys],

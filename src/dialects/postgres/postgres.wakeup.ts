@@ -11,7 +11,6 @@ import { pgConnectionConfig, pgModule } from './postgres.connection';
  */
 export class PostgresWakeup {
   private readonly logger = new Logger('OutboxWakeup');
-  private readonly channel: string;
   private client?: any;
   private closed = false;
   private sending = false;
@@ -20,12 +19,11 @@ export class PostgresWakeup {
 
   constructor(
     private readonly dataSource: DataSource,
-    table: string,
+    /** The outbox's channel (see `outboxResourceNames()`). */
+    private readonly channel: string,
     /** This process's id: its own notifications are ignored (it woke itself already). */
     private readonly instanceId: string,
-  ) {
-    this.channel = `nestjs_outbox_${table.replace(/[^A-Za-z0-9_]/g, '_')}`.slice(0, 63);
-  }
+  ) {}
 
   /** Coalesced NOTIFY through the pool: at most one in flight, one more queued behind it. */
   notify(): void {

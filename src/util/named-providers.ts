@@ -1,0 +1,36 @@
+import { Inject, type Provider, type Type } from '@nestjs/common';
+import { SELF_DECLARED_DEPS_METADATA } from '@nestjs/common/constants';
+import { getOutboxToken } from '../outbox.constants';
+
+/**
+ * The providers of a named DataSource's outbox: each class under its own token (`getOutboxToken(X, name)`), never
+ * under the class itself, so that the default outbox (and `app.get(OutboxService)`) stays unambiguous beside it.
+ * Each class is given as a subclass whose constructor parameters of the outbox's own classes point at the same
+ * outbox's tokens; every other parameter (`@Inject(token)`, `@Optional()`, `ModuleRef`, …) is left as declared.
+ */
+export function namedOutboxProviders(classes: readonly Type<unknown>[], dataSource: string): Provider[] {
+  const tokens = new Map<unknown, string | Type<unknown>>(
+    classes.map((type) => [type, getOutboxToken(type, dataSource)]),
+  );
+  return classes.map((type) => ({ provide: tokens.get(type)!, useClass: withInjectedTokens(type, tokens) }));
+}
+
+/**
+ * A subclass of `type` whose constructor parameters typed with a key of `tokens` are injected by that token
+ * instead. Parameters that declare their own token (`@Inject()`) keep it. `type` itself is untouched.
+ */
+export function withInjectedTokens<T>(
+  type: Type<T>,
+  tokens: ReadonlyMap<unknown, string | Type<unknown>>,
+  name = type.name,
+): Type<T> {
+  const subclass = class extends (type as Type<any>) {} as Type<T>;
+  Object.defineProperty(subclass, 'name', { value: name });
+  const paramTypes: unknown[] = Reflect.getMetadata('design:paramtypes', type) ?? [];
+  const declared: { index: number }[] = Reflect.getMetadata(SELF_DECLARED_DEPS_METADATA, type) ?? [];
+  paramTypes.forEach((paramType, index) => {
+    const token = tokens.get(paramType);
+    if (token !== undefined && !declared.some((d) => d.index === index)) Inject(token)(subclass, undefined, index);
+  });
+  return subclass;
+}
