@@ -4,6 +4,7 @@ import { OutboxCleanupRegistry } from './scheduling/outbox-cleanup.registry';
 import { OutboxCleanupScheduler } from './cleanup/outbox-cleanup.scheduler';
 import { IdempotencyRecord } from './schema/idempotency-record.entity';
 import { IdempotencyService } from './idempotency/idempotency.service';
+import { idempotencyOpenApiContractProvider } from './idempotency/openapi-contract';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from './outbox.constants';
 import {
   OUTBOX_ASYNC_OPTIONS_TYPE,
@@ -69,6 +70,7 @@ export class OutboxModule extends OutboxConfigurableModule {
         OutboxPublisher,
         OutboxService,
         IdempotencyService,
+        idempotencyOpenApiContractProvider,
         OutboxTransactionSourceRegistrar,
         OutboxHealthIndicator,
         OutboxTracingLoader,
