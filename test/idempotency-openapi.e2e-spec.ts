@@ -1,4 +1,4 @@
-import { Body, Controller, Get, HttpCode, Post, Put } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Post, Put, Type } from '@nestjs/common';
 import 'reflect-metadata';
 import { Idempotent } from '../src';
 import type { SwaggerDecorators } from '../src/idempotency/openapi-contract';
@@ -65,6 +65,31 @@ class ImportsController {
 
 const ROUTES = [PaymentsController, TransfersController, ImportsController];
 
+let declared: Function | undefined;
+/** A route with responses of its own, declared with @nestjs/swagger's decorators (defined once swagger is loaded). */
+function declaredRoute(swagger: any): Function {
+  if (declared) return declared;
+  class DeclaredController {
+    create() {
+      return { ok: true };
+    }
+  }
+  const method = Object.getOwnPropertyDescriptor(DeclaredController.prototype, 'create')!;
+  Reflect.decorate(
+    [
+      Post(),
+      swagger.ApiCreatedResponse({ description: 'The receipt' }),
+      swagger.ApiConflictResponse({ description: 'Already paid' }),
+      Idempotent(),
+    ],
+    DeclaredController.prototype,
+    'create',
+    method,
+  );
+  Reflect.decorate([Controller('declared')], DeclaredController);
+  return (declared = DeclaredController);
+}
+
 const describeSwagger = swaggerInstalled() || process.env.CI === 'true' ? describe : describe.skip;
 if (!swaggerInstalled()) {
   // Under CI the suite runs and fails on the missing package, naming the install line.
@@ -81,10 +106,11 @@ describeSwagger('@Idempotent() in the OpenAPI document (@nestjs/swagger)', () =>
   async function buildDocument(idempotency?: Record<string, unknown>): Promise<any> {
     if (!swaggerInstalled()) throw new Error(`@nestjs/swagger is not installed: ${INSTALL}`);
     const swaggerPackage = '@nestjs/swagger'; // not imported statically: the package is optional
-    const { DocumentBuilder, SwaggerModule } = await import(swaggerPackage);
+    const swagger = await import(swaggerPackage);
+    const { DocumentBuilder, SwaggerModule } = swagger;
     const moduleRef = await createOutboxTestingModule({
       db,
-      controllers: ROUTES,
+      controllers: [...ROUTES, declaredRoute(swagger) as Type<unknown>],
       outbox: { publisher: { enabled: false }, ...(idempotency ? { idempotency } : {}) },
     });
     const app = moduleRef.createNestApplication({ logger: false });
@@ -140,6 +166,17 @@ describeSwagger('@Idempotent() in the OpenAPI document (@nestjs/swagger)', () =>
   it('keeps the success response (from @HttpCode) and adds the Idempotent-Replayed header to it', () => {
     const success = document.paths['/payments'].post.responses['201'];
     expect(success.headers['Idempotent-Replayed'].schema).toEqual({ type: 'string', enum: ['true'] });
+  });
+
+  it('adds the header to a declared success response, and problem+json to a declared 409, keeping their descriptions', () => {
+    const { responses } = document.paths['/declared'].post;
+    expect(responses['201'].description).toBe('The receipt');
+    expect(responses['201'].headers['Idempotent-Replayed']).toBeDefined();
+    expect(responses['409'].description).toBe('Already paid');
+    expect(responses['409'].content['application/problem+json'].schema.properties.code.enum).toEqual([
+      'idempotency-key-in-use',
+    ]);
+    expect(responses['200']).toBeUndefined();
   });
 
   it('leaves safe methods alone, under a class-level @Idempotent() too', () => {

@@ -162,29 +162,46 @@ function publishRoute(
     })(prototype, name, descriptor);
   }
 
-  for (const response of successResponses(handler)) api.ApiResponse(response)(prototype, name, descriptor);
-  const declared: Record<string, Record<string, any>> = Reflect.getMetadata(SWAGGER_RESPONSES, handler) ?? {};
-  for (const response of problemResponses(contract)) {
-    api.ApiResponse(mergeDeclared(response, declared[String(response.status)]))(prototype, name, descriptor);
+  for (const response of [...successResponses(handler), ...problemResponses(contract)]) {
+    addResponse(api, prototype, name, descriptor, response);
   }
 }
 
 /**
- * A problem response merged with the one the route declares for the same status (its description, its own
- * content types and headers stay; the problem+json content is added).
+ * Adds `response` to the route: through `ApiResponse` when the route has none for its status; else merged into the
+ * declared one in place (its description and other fields stay; content types and headers are added), as
+ * `@nestjs/swagger` versions differ in what a second `ApiResponse` for one status does (replace, or merge).
  */
-function mergeDeclared(
-  response: ReturnType<typeof problem>,
-  declared: Record<string, any> | undefined,
-): Record<string, unknown> {
-  if (!declared) return response;
-  return {
+function addResponse(
+  api: SwaggerDecorators,
+  prototype: object,
+  name: string | symbol,
+  descriptor: PropertyDescriptor,
+  response: ResponseToAdd,
+): void {
+  const handler: Function = descriptor.value;
+  const responses: Record<string, Record<string, any>> | undefined = Reflect.getMetadata(SWAGGER_RESPONSES, handler);
+  const status = String(response.status);
+  const declared = responses?.[status];
+  if (!declared) {
+    api.ApiResponse({ description: '', ...response })(prototype, name, descriptor);
+    return;
+  }
+  const merged: Record<string, unknown> = {
     ...declared,
-    status: response.status,
-    description: declared.description || response.description,
-    content: { ...(declared.content ?? {}), ...response.content },
+    description: declared.description || response.description || '',
     headers: { ...(declared.headers ?? {}), ...(response.headers ?? {}) },
   };
+  if (response.content) merged.content = { ...(declared.content ?? {}), ...response.content };
+  Reflect.defineMetadata(SWAGGER_RESPONSES, { ...responses, [status]: merged }, handler);
+}
+
+/** A response to publish: its status, and what it adds. */
+interface ResponseToAdd {
+  status: number | string;
+  description?: string;
+  content?: Record<string, unknown>;
+  headers?: Record<string, unknown>;
 }
 
 /** Drops the key header parameter published before under `header` (another app's options), by name. */
@@ -204,23 +221,21 @@ const REPLAYED_HEADER = {
 };
 
 /**
- * The route's success responses with the `Idempotent-Replayed` header: the 2xx responses it declares itself
+ * The route's success responses, each with the `Idempotent-Replayed` header: the 2xx responses it declares itself
  * (`@ApiCreatedResponse()` …), else the one `@nestjs/swagger` would have inferred (`@HttpCode()`, else 201 for
  * POST and 200 otherwise) — which it would no longer add once the route declares any response.
  */
-function successResponses(handler: Function): Array<Record<string, unknown>> {
-  const declared: Record<string, Record<string, any>> = Reflect.getMetadata(SWAGGER_RESPONSES, handler) ?? {};
-  const successes = Object.entries(declared).filter(([status]) => /^2(\d\d|XX)$/.test(status));
-  if (successes.length === 0) {
+function successResponses(handler: Function): ResponseToAdd[] {
+  const declared: Record<string, unknown> = Reflect.getMetadata(SWAGGER_RESPONSES, handler) ?? {};
+  const statuses = Object.keys(declared).filter((status) => /^2(\d\d|XX)$/.test(status));
+  if (statuses.length === 0) {
     const code: number | undefined = Reflect.getMetadata(HTTP_CODE_METADATA, handler);
     const method: RequestMethod | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
-    const status = code ?? (method === RequestMethod.POST ? 201 : 200);
-    return [{ status, description: '', headers: { ...REPLAYED_HEADER } }];
+    statuses.push(String(code ?? (method === RequestMethod.POST ? 201 : 200)));
   }
-  return successes.map(([status, response]) => ({
-    ...response,
+  return statuses.map((status) => ({
     status: /^\d+$/.test(status) ? Number(status) : status,
-    headers: { ...(response.headers ?? {}), ...REPLAYED_HEADER },
+    headers: { ...REPLAYED_HEADER },
   }));
 }
 
