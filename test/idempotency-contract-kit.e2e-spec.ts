@@ -85,6 +85,13 @@ class Routes {
     return record(this.outbox, this.faults, body, 'good');
   }
 
+  /** Keys of at most 8 characters. */
+  @Post('short-keys')
+  @Idempotent({ maxKeyLength: 8 })
+  shortKeys(@Body() body: Payment) {
+    return record(this.outbox, this.faults, body, 'short-keys');
+  }
+
   /** Broken: a request without a key runs unguarded. */
   @Post('optional')
   @Idempotent({ required: false })
@@ -213,6 +220,25 @@ for (const kind of kinds) {
         );
         expect(report).toMatchObject({ route: 'POST /good', passed: true });
         expect(report.results).toHaveLength(7);
+      });
+
+      it("refuses a key longer than the route's maxKeyLength with 400 problem+json", async () => {
+        if (!app.getHttpServer().listening) await app.listen(0, '127.0.0.1');
+        const url = new URL('/short-keys', await app.getUrl()).toString().replace('[::1]', '127.0.0.1');
+        const send = (key: string) =>
+          fetch(url, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', 'idempotency-key': key },
+            body: JSON.stringify({ reference: randomUUID(), amount: 1 }),
+          });
+        const long = await send('123456789');
+        expect(long.status).toBe(400);
+        expect(long.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+        expect(await long.json()).toMatchObject({
+          code: 'idempotency-key-invalid',
+          detail: expect.stringMatching(/must hold 1 to 8 characters; this one has 9/),
+        });
+        expect((await send('12345678')).status).toBe(201);
       });
 
       it('passes rollback-frees-key with a failingRequest instead of a hook', async () => {

@@ -40,7 +40,7 @@ class PaymentsController {
 
 /** Class-level options: not required, another header; a GET stays untouched. */
 @Controller('transfers')
-@Idempotent({ required: false, header: 'X-Request-Key' })
+@Idempotent({ required: false, header: 'X-Request-Key', maxKeyLength: 64 })
 class TransfersController {
   @Put(':id')
   put() {
@@ -185,15 +185,16 @@ describeSwagger('@Idempotent() in the OpenAPI document (@nestjs/swagger)', () =>
     expect(headerParams(document.paths['/transfers/{id}'].get)).toHaveLength(0);
   });
 
-  it('honours the per-route options: required: false, a custom header name, retryAfter', () => {
+  it('honours the per-route options: required: false, a custom header name, maxKeyLength, retryAfter', () => {
     const put = document.paths['/transfers/{id}'].put;
     expect(headerParams(put)).toEqual([
       expect.objectContaining({
         name: 'X-Request-Key',
         required: false,
-        schema: expect.objectContaining({ maxLength: 255 }),
+        schema: { type: 'string', minLength: 1, maxLength: 64 },
       }),
     ]);
+    expect(put.responses['400'].description).toMatch(/longer than 64 characters/);
     expect(put.responses['400'].content['application/problem+json'].schema.properties.code.enum).not.toContain(
       'idempotency-key-missing',
     );

@@ -54,7 +54,7 @@ export function recordIdempotentRoute(controller: Function, method?: string | sy
 
 /** The contract as it is published for one route (also what the tests compare with). */
 export interface IdempotencyRouteContract {
-  header?: { name: string; required: boolean };
+  header?: { name: string; required: boolean; maxLength: number };
   retryAfter: number;
 }
 
@@ -127,7 +127,7 @@ export function contractOf(
   );
   return {
     // A custom `key` extractor may read the key from anywhere: no header parameter is claimed for it.
-    header: key ? undefined : { name: options.header, required: options.required },
+    header: key ? undefined : { name: options.header, required: options.required, maxLength: options.maxKeyLength },
     retryAfter: options.retryAfter,
   };
 }
@@ -147,7 +147,7 @@ function publishRoute(
   published.set(handler, { header: contract.header?.name, signature });
 
   if (contract.header) {
-    const { name: header, required } = contract.header;
+    const { name: header, required, maxLength } = contract.header;
     api.ApiHeader({
       name: header,
       required,
@@ -158,7 +158,7 @@ function publishRoute(
         (required
           ? 'Required: a request without it is answered 400.'
           : 'Optional: without it the request is not guarded.'),
-      schema: { type: 'string', minLength: 1, maxLength: MAX_IDEMPOTENCY_KEY_LENGTH },
+      schema: { type: 'string', minLength: 1, maxLength },
     })(prototype, name, descriptor);
   }
 
@@ -280,7 +280,7 @@ function problemResponses(contract: IdempotencyRouteContract): Array<ReturnType<
   return [
     problem(
       400,
-      `The ${header} is missing (when required), empty, longer than ${MAX_IDEMPOTENCY_KEY_LENGTH} characters or ` +
+      `The ${header} is missing (when required), empty, longer than ${contract.header?.maxLength ?? MAX_IDEMPOTENCY_KEY_LENGTH} characters or ` +
         'malformed, or the body is nested too deeply.',
       contract.header?.required === false
         ? ['idempotency-key-invalid', 'body-nested-too-deeply']
