@@ -98,7 +98,13 @@ export async function publishIdempotencyContract(
       if (name === 'constructor') continue;
       const descriptor = Object.getOwnPropertyDescriptor(prototype, name);
       if (typeof descriptor?.value !== 'function' || !isUnsafeHttpRoute(descriptor.value)) continue;
-      publishRoute(api, prototype, name, descriptor, contractOf(controller, descriptor.value, defaults));
+      let contract: IdempotencyRouteContract;
+      try {
+        contract = contractOf(controller, descriptor.value, defaults);
+      } catch {
+        continue; // invalid route options: the interceptor names them on the route's first request, swagger or not
+      }
+      publishRoute(api, prototype, name, descriptor, contract);
     }
   }
 }
