@@ -4,6 +4,7 @@ import { OutboxCleanupRegistry } from './scheduling/outbox-cleanup.registry';
 import { OutboxCleanupScheduler } from './cleanup/outbox-cleanup.scheduler';
 import { IdempotencyRecord } from './schema/idempotency-record.entity';
 import { IdempotencyService } from './idempotency/idempotency.service';
+import { idempotencyOpenApiContractProvider } from './idempotency/openapi-contract';
 import { getOutboxToken, isDefaultDataSource, OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from './outbox.constants';
 import {
   OUTBOX_ASYNC_OPTIONS_TYPE,
@@ -98,6 +99,7 @@ export class OutboxModule extends OutboxConfigurableModule {
         },
         { provide: OUTBOX_DATA_SOURCE, useExisting: getDataSourceToken(dataSourceName) },
         ...(named ? namedOutboxProviders(OUTBOX_PROVIDERS, dataSourceName!) : OUTBOX_PROVIDERS),
+        idempotencyOpenApiContractProvider,
       ],
       exports,
     };

@@ -69,7 +69,7 @@ async function main() {
   const rows = await app.get(DataSource).getRepository(OutboxMessage).find();
   await app.close();
   const nest = JSON.parse(readFileSync(join(dirname(NEST_CORE), 'package.json'), 'utf8')).version;
-  console.log(JSON.stringify({ idempotent, id, failed, outside, rows: rows.map((r) => ({ messageId: r.messageId, pattern: r.pattern, payload: JSON.parse(r.payload) })), resolved: RESOLVED, testing: TESTING, testingKit: [typeof flushOutbox, typeof deliverEveryMessageTwice], nest, node: process.version }));
+  console.log(JSON.stringify({ idempotent, id, failed, outside, rows: rows.map((r) => ({ messageId: r.messageId, pattern: r.pattern, payload: JSON.parse(r.payload) })), resolved: RESOLVED, testing: TESTING, testingKit: [typeof flushOutbox, typeof deliverEveryMessageTwice, typeof checkIdempotencyContract], nest, node: process.version }));
 }
 main().catch((error) => {
   console.error(error);
@@ -91,7 +91,7 @@ const { readFileSync } = require('node:fs');
 const { dirname, join } = require('node:path');
 const RESOLVED = require.resolve('nestjs-outbox');
 const NEST_CORE = require.resolve('@nestjs/core');
-const { flushOutbox, deliverEveryMessageTwice } = require('nestjs-outbox/testing');
+const { flushOutbox, deliverEveryMessageTwice, checkIdempotencyContract } = require('nestjs-outbox/testing');
 const TESTING = require.resolve('nestjs-outbox/testing');
 ${APP_BODY('cjs')}`;
 
@@ -109,7 +109,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 const RESOLVED = import.meta.resolve('nestjs-outbox');
 const NEST_CORE = fileURLToPath(import.meta.resolve('@nestjs/core'));
-import { flushOutbox, deliverEveryMessageTwice } from 'nestjs-outbox/testing';
+import { flushOutbox, deliverEveryMessageTwice, checkIdempotencyContract } from 'nestjs-outbox/testing';
 const TESTING = import.meta.resolve('nestjs-outbox/testing');
 ${APP_BODY('esm')}`;
 
@@ -188,7 +188,7 @@ describe('nestjs-outbox as a packed package (npm pack), CommonJS and ESM, on SQL
       const result = JSON.parse(stdout.trim().split('\n').pop()!);
       expect(result.resolved).toContain(`/node_modules/nestjs-outbox/dist/${format}/index.js`);
       expect(result.testing).toContain(`/node_modules/nestjs-outbox/dist/${format}/testing/index.js`);
-      expect(result.testingKit).toEqual(['function', 'function']);
+      expect(result.testingKit).toEqual(['function', 'function', 'function']);
       expect(result.failed).toBe('roll back');
       expect(result.outside).toBe('OutboxNoTransactionError');
       expect(result.rows).toEqual([{ messageId: result.id, pattern: 'PackageSmoke', payload: { format } }]);

@@ -31,24 +31,25 @@ export function readKey(
 
 /**
  * The key a raw header value carries: a quoted RFC 8941 sf-string without its quotes, or a bare key as it is. Throws
- * `reject`'s 400 problem for a malformed quoted key, an empty one or one over 255 characters.
+ * `reject`'s 400 problem for a malformed quoted key, an empty one or one over `max` characters (`maxKeyLength`).
  */
 export function acceptKey(
   raw: string,
   header: string,
   reject: (problem: IdempotencyProblemException) => IdempotencyProblemException,
+  max: number = MAX_IDEMPOTENCY_KEY_LENGTH,
 ): string {
   const parsed = parseIdempotencyKey(raw);
   if (!parsed.ok) throw reject(malformedKeyProblem(header, parsed.reason));
-  if (!isAcceptableKey(parsed.key)) {
-    throw reject(invalidKeyProblem(header, MAX_IDEMPOTENCY_KEY_LENGTH, parsed.key.length));
+  if (!isAcceptableKey(parsed.key, max)) {
+    throw reject(invalidKeyProblem(header, max, parsed.key.length));
   }
   return parsed.key;
 }
 
-/** Whether a key may be used: not blank, and at most `MAX_IDEMPOTENCY_KEY_LENGTH` (255) characters. */
-export function isAcceptableKey(key: string): boolean {
-  return key.trim().length > 0 && key.length <= MAX_IDEMPOTENCY_KEY_LENGTH;
+/** Whether a key may be used: not blank, and at most `max` (default 255) characters. */
+export function isAcceptableKey(key: string, max: number = MAX_IDEMPOTENCY_KEY_LENGTH): boolean {
+  return key.trim().length > 0 && key.length <= max;
 }
 
 /**

@@ -116,9 +116,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return httpRequest.principalOf(context.switchToHttp().getRequest());
   }
 
-  /** The key a raw value carries (quoted sf-string or bare); 400 if malformed, empty or over 255 characters. */
+  /** The key a raw value carries (quoted sf-string or bare); 400 if malformed, empty or over `maxKeyLength`. */
   protected checkHttpKey(context: ExecutionContext, raw: string, options: ResolvedIdempotentOptions): string {
-    return httpRequest.acceptKey(raw, options.header, (problem) => this.reject(context, problem));
+    return httpRequest.acceptKey(raw, options.header, (problem) => this.reject(context, problem), options.maxKeyLength);
   }
 
   /** The fingerprint, or 400 problem+json when the request is nested deeper than `MAX_JSON_DEPTH` levels. */

@@ -37,6 +37,9 @@ describe('idempotency options', () => {
     [{ retryAfter: -1 }, /idempotency\.retryAfter/],
     [{ replayHeaders: 'location' }, /idempotency\.replayHeaders/],
     [{ manualAck: 1 }, /idempotency\.manualAck/],
+    [{ maxKeyLength: 0 }, /idempotency\.maxKeyLength.*from 1 to 255/],
+    [{ maxKeyLength: 256 }, /idempotency\.maxKeyLength.*from 1 to 255.*size of the key column/],
+    [{ maxKeyLength: 10.5 }, /idempotency\.maxKeyLength/],
     [{ replayErrors: 'yes' }, /idempotency\.replayErrors.*boolean or a function/],
     [{ tll: 1000 }, /idempotency\.tll.*not a known option.*ttl/],
     ['24h', /idempotency.*must be an object/],
@@ -50,6 +53,12 @@ describe('idempotency options', () => {
     const policy = () => true;
     expect(resolve({ replayErrors: false }).replayErrors).toBe(false);
     expect(resolve({ replayErrors: policy }).replayErrors).toBe(policy);
+  });
+
+  it('defaults maxKeyLength to 255 and takes 1 to 255', () => {
+    expect(DEFAULT_IDEMPOTENCY_OPTIONS.maxKeyLength).toBe(255);
+    expect(resolve({ maxKeyLength: 1 }).maxKeyLength).toBe(1);
+    expect(resolve({ maxKeyLength: 64 }).maxKeyLength).toBe(64);
   });
 
   it('layers decorator options over module defaults', () => {

@@ -40,6 +40,14 @@ export function resolveIdempotencyDefaults(
   const required = raw.required ?? base.required;
   if (typeof required !== 'boolean')
     fail('required', `must be a boolean, got ${typeof required}`, 'Pass true or false.');
+  const maxKeyLength = raw.maxKeyLength ?? base.maxKeyLength;
+  if (typeof maxKeyLength !== 'number' || !Number.isInteger(maxKeyLength) || maxKeyLength < 1 || maxKeyLength > 255) {
+    fail(
+      'maxKeyLength',
+      `must be a whole number of characters from 1 to 255, got ${String(maxKeyLength)}`,
+      'Pass e.g. 64, or leave it out for 255 (the size of the key column).',
+    );
+  }
   const ttl = raw.ttl ?? base.ttl;
   if (typeof ttl !== 'number' || !Number.isInteger(ttl) || ttl < 1000) {
     fail(
@@ -75,6 +83,7 @@ export function resolveIdempotencyDefaults(
   return Object.freeze({
     header,
     required,
+    maxKeyLength,
     ttl,
     retryAfter,
     replayHeaders: Object.freeze(replayHeaders.map((h) => h.toLowerCase())) as string[],

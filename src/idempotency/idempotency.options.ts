@@ -19,6 +19,12 @@ export interface IdempotencyDefaults {
    */
   required?: boolean;
   /**
+   * HTTP: the longest key accepted, in characters (1 to 255, the size of the record's key column); a longer key is
+   * answered 400 (`idempotency-key-invalid`). Published as the header's `maxLength` in the OpenAPI document.
+   * @default 255
+   */
+  maxKeyLength?: number;
+  /**
    * Milliseconds a completed record is kept (and replayed) after it was written; the scheduled cleanup removes it
    * afterwards. For message handlers keep it longer than any redelivery or requeue can take.
    * @default 86400000 (24 hours)
@@ -97,6 +103,7 @@ export type ResolvedIdempotencyDefaults = Required<IdempotencyDefaults>;
 export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyDefaults> = Object.freeze({
   header: 'Idempotency-Key',
   required: true,
+  maxKeyLength: 255,
   ttl: 86_400_000,
   retryAfter: 1,
   replayHeaders: ['location', 'content-location', 'etag'],

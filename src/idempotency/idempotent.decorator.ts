@@ -7,6 +7,7 @@ import { IdempotencyProblemFilter } from './idempotency-problem.filter';
 import { IDEMPOTENT_OPTIONS } from './idempotency.constants';
 import { idempotencyInterceptorFor } from './named-idempotency.interceptor';
 import type { IdempotentOptions } from './idempotency.options';
+import { recordIdempotentRoute } from './openapi-contract';
 
 /**
  * Makes a controller method (or every method of a controller) idempotent: HTTP requests by their
@@ -26,6 +27,7 @@ export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & Me
   return ((target: object, propertyKey?: string | symbol, descriptor?: PropertyDescriptor) => {
     if (propertyKey !== undefined) {
       refuseOwnResponse(target.constructor, propertyKey);
+      recordIdempotentRoute(target.constructor, propertyKey); // for the OpenAPI document (openapi-contract.ts)
       if (typeof descriptor?.value === 'function') {
         descriptor.value = markedOnce(descriptor.value);
         // Installed here too, not only through the returned descriptor: a decorator applied by hand (plain
@@ -35,6 +37,7 @@ export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & Me
       return (apply as MethodDecorator)(target, propertyKey, descriptor!);
     }
     const prototype = (target as Function).prototype;
+    recordIdempotentRoute(target as Function);
     for (const name of Object.getOwnPropertyNames(prototype)) {
       if (name === 'constructor') continue;
       refuseOwnResponse(target as Function, name);

@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import { ExecutionContext, HttpStatus, StreamableFile } from '@nestjs/common';
+import { ExecutionContext, HttpException, HttpStatus, StreamableFile } from '@nestjs/common';
 import { HTTP_CODE_METADATA } from '@nestjs/common/constants';
 import type { Reflector } from '@nestjs/core';
 import { toPlain } from './class-transformer.loader';
@@ -48,7 +48,11 @@ export function captureResponse(
   return { status, body: serializeBody(value), headers: headers ? JSON.stringify(headers) : null };
 }
 
-/** Sets the record's status and headers on the response, marked `Idempotent-Replayed: true`; returns its body. */
+/**
+ * Sets the record's status and headers on the response, marked `Idempotent-Replayed: true`; returns its body. A
+ * kept failure (status 400 and up) is thrown again as an `HttpException` with its status and body, so the app's
+ * exception filters answer the retry as they answered the first request (a problem+json filter included).
+ */
 export function replayResponse(context: ExecutionContext, record: StoredIdempotencyRecord): unknown {
   const response = context.switchToHttp().getResponse();
   setHeader(response, IDEMPOTENT_REPLAYED_HEADER, 'true');
@@ -56,6 +60,9 @@ export function replayResponse(context: ExecutionContext, record: StoredIdempote
     for (const [name, value] of Object.entries(JSON.parse(record.headers) as Record<string, string | string[]>)) {
       setHeader(response, name, value);
     }
+  }
+  if (record.status !== null && record.status >= 400) {
+    throw new HttpException(parseBody(record.body) as Record<string, unknown>, record.status);
   }
   if (record.status !== null && typeof response.status === 'function') response.status(record.status);
   return parseBody(record.body);

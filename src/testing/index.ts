@@ -56,3 +56,19 @@ export async function flushOutbox(app: INestApplicationContext, options: FlushOu
 export function deliverEveryMessageTwice(builder: TestingModuleBuilder): TestingModuleBuilder {
   return builder.overrideProvider(OutboxPublisher).useClass(TwiceDeliveringOutboxPublisher);
 }
+
+export {
+  assertIdempotencyContract,
+  checkIdempotencyContract,
+  describeIdempotencyContract,
+  formatContractFailures,
+} from './idempotency-contract/idempotency-contract';
+export { IDEMPOTENCY_CONTRACT_CHECKS } from './idempotency-contract/idempotency-contract.options';
+export type {
+  IdempotencyContractCheck,
+  IdempotencyContractCheckResult,
+  IdempotencyContractFailure,
+  IdempotencyContractOptions,
+  IdempotencyContractReport,
+  IdempotencyContractRequest,
+} from './idempotency-contract/idempotency-contract.options';

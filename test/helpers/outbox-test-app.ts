@@ -1,4 +1,4 @@
-import type { INestApplication, NestApplicationOptions } from '@nestjs/common';
+import type { HttpServer, INestApplication, NestApplicationOptions } from '@nestjs/common';
 import type { TestingModuleBuilder } from '@nestjs/testing';
 import { OutboxTestAppOptions, outboxTestingModuleBuilder } from '../fixtures/outbox-app';
 import type { TestDatabase } from './databases';
@@ -9,6 +9,8 @@ export interface StartOutboxAppOptions extends Omit<OutboxTestAppOptions, 'db'> 
   logger?: NestApplicationOptions['logger'];
   /** Changes the testing module before it compiles (provider overrides, `deliverEveryMessageTwice`, …). */
   adjust?: (builder: TestingModuleBuilder) => TestingModuleBuilder;
+  /** The HTTP adapter (e.g. `new FastifyAdapter()`). Default: Express. */
+  adapter?: HttpServer;
   /** Runs after the app is created and before `init()` (connect and start a microservice, …). */
   beforeInit?: (app: INestApplication) => Promise<void> | void;
 }
@@ -19,9 +21,12 @@ export interface StartOutboxAppOptions extends Omit<OutboxTestAppOptions, 'db'> 
  * once (a fixture closes at teardown what a test has not closed itself).
  */
 export async function startOutboxApp(db: TestDatabase, options: StartOutboxAppOptions = {}): Promise<INestApplication> {
-  const { logger, adjust = (b) => b, beforeInit, ...module } = options;
+  const { logger, adjust = (b) => b, beforeInit, adapter, ...module } = options;
   const moduleRef = await adjust(outboxTestingModuleBuilder({ db, ...module })).compile();
-  const app = moduleRef.createNestApplication(logger === undefined ? undefined : { logger });
+  const appOptions = logger === undefined ? undefined : { logger };
+  const app = adapter
+    ? moduleRef.createNestApplication(adapter, appOptions)
+    : moduleRef.createNestApplication(appOptions);
   const close = app.close.bind(app);
   let closing: Promise<void> | undefined;
   app.close = () => (closing ??= close());

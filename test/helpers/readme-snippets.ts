@@ -103,6 +103,9 @@ declare class Payment {
 declare class ChargeDto {
   amount: number;
 }
+declare class TransferDto {
+  reference: string;
+}
 declare class PaymentProvider {
   charge(amount: number, options: { idempotencyKey: string }): Promise<void>;
 }
