@@ -15,6 +15,7 @@ export type {
   OutboxRetryOptions,
   OutboxCleanupOptions,
   OutboxTransportName,
+  OutboxCloudEventsOptions,
 } from './outbox.options';
 /** What `forRoot()` and `forRootAsync()` take, extras (`isGlobal`, `dataSource`) included. */
 export type { OutboxModuleRootOptions, OutboxModuleAsyncOptions } from './outbox.module-definition';
