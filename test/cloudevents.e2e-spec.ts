@@ -133,6 +133,32 @@ describeWith(['postgres', 'nats'], 'CloudEvents on NATS, read by a raw nats.js s
   });
 });
 
+describeWith(['postgres', 'mqtt'], 'CloudEvents on MQTT 5, read by a raw mqtt.js subscriber', () => {
+  const fx = useTestDatabase('postgres');
+  const topic = uniqueQueue('ce-order');
+
+  it('publishes the attributes as user properties and the content type in its property', async () => {
+    const url = `mqtt://${SERVICES.mqtt.host}:${SERVICES.mqtt.port}`;
+    const mqtt = await import('mqtt');
+    const subscriber = await mqtt.connectAsync(url, { protocolVersion: 5 });
+    fx.defer(() => subscriber.endAsync());
+    const packets: import('mqtt').IPublishPacket[] = [];
+    subscriber.on('message', (_topic, _payload, packet) => packets.push(packet));
+    await subscriber.subscribeAsync(topic, { qos: 1 });
+    const app = await fx.start({
+      client: { transport: Transport.MQTT, options: { url, protocolVersion: 5 } } as never,
+      outbox: { publisher: { pollingInterval: 50 }, cloudEvents: { source: SOURCE } },
+    });
+    const outbox = app.get(OutboxService);
+    const id = await outbox.transaction(() => outbox.emit(topic, { orderId: 9 }));
+    await waitFor(() => packets.length > 0, 'the MQTT message');
+    const { userProperties, contentType } = packets[0].properties ?? {};
+    const get = (name: string) => (name === 'content-type' ? contentType : text(userProperties?.[name]));
+    expectCloudEvent(get, '', id, topic);
+    expect(JSON.parse(packets[0].payload.toString())).toMatchObject({ pattern: topic, data: { orderId: 9 } });
+  });
+});
+
 describe('CloudEvents on a transport without headers', () => {
   const fx = useTestDatabase('sqlite');
 
