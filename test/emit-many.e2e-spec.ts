@@ -81,6 +81,34 @@ for (const kind of kinds) {
       expect((await rows(fx.dataSource)).map((r) => r.messageId)).toEqual(ids);
     });
 
+    if (kind !== 'sqlite') {
+      it('serializes same-key writers as emit() does: a second emitMany() of the key waits for the first to commit', async () => {
+        const { outbox } = fx;
+        const events: string[] = [];
+        let firstEmitted!: () => void;
+        const emitted = new Promise<void>((resolve) => (firstEmitted = resolve));
+        const first = outbox.transaction(async () => {
+          await outbox.emitMany([
+            { pattern: 'E', payload: 1, options: { key: 'K', messageId: 'a1' } },
+            { pattern: 'E', payload: 2, options: { key: 'other', messageId: 'a2' } },
+            { pattern: 'E', payload: 3, options: { key: 'K', messageId: 'a3' } },
+          ]);
+          firstEmitted();
+          await new Promise((r) => setTimeout(r, 300));
+          events.push('first commits');
+        });
+        await emitted;
+        const second = outbox.transaction(async () => {
+          await outbox.emitMany([{ pattern: 'E', payload: 4, options: { key: 'K', messageId: 'b1' } }]);
+          events.push('second emitted');
+        });
+        await Promise.all([first, second]);
+        expect(events).toEqual(['first commits', 'second emitted']);
+        const keyed = (await rows(fx.dataSource)).filter((r) => r.key === 'K');
+        expect(keyed.map((r) => r.messageId)).toEqual(['a1', 'a3', 'b1']);
+      });
+    }
+
     it('rolls back with the transaction: none of the events is left', async () => {
       const { outbox } = fx;
       const events = Array.from({ length: COUNT }, (_, n) => ({ pattern: 'BulkEvent', payload: { n } }));
