@@ -10,4 +10,5 @@ export const BENCHES: Record<string, () => Promise<{ default: Bench }>> = {
   relay: () => import('./relay.bench'),
   latency: () => import('./latency.bench'),
   'claim-scale': () => import('./claim-scale.bench'),
+  'emit-many': () => import('./emit-many.bench'),
 };

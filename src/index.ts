@@ -15,6 +15,7 @@ export type {
   OutboxRetryOptions,
   OutboxCleanupOptions,
   OutboxTransportName,
+  OutboxCloudEventsOptions,
 } from './outbox.options';
 /** What `forRoot()` and `forRootAsync()` take, extras (`isGlobal`, `dataSource`) included. */
 export type { OutboxModuleRootOptions, OutboxModuleAsyncOptions } from './outbox.module-definition';
@@ -39,9 +40,9 @@ export { OutboxAttempt, OUTBOX_ATTEMPTS_TABLE } from './schema/outbox-attempt.en
 export { AddOutboxAttempts1765152000000 } from './schema/migrations/1765152000000-outbox-attempts';
 
 // ── Producing: the business write and its event in one transaction ───────────────────────────────────────────
-/** `transaction()`, `emit()`, `manager`, `stats()`, `flush()`. */
+/** `transaction()`, `emit()`, `emitMany()`, `manager`, `stats()`, `flush()`. */
 export { OutboxService } from './outbox/outbox.service';
-export type { EmitOptions } from './outbox/outbox.service';
+export type { EmitManyEvent, EmitManyOptions, EmitOptions } from './outbox/outbox.service';
 export type { OutboxTransactionOptions } from './transaction/transaction.types';
 
 // ── Consuming: handlers applied once per key or message ──────────────────────────────────────────────────────

@@ -1,5 +1,6 @@
 import { OutboxConfigurationError } from './errors';
 import { resolveIdempotencyDefaults } from './idempotency/idempotency.options-validation';
+import { isUriReference } from './util/uri-reference';
 import {
   DEFAULT_CLEANUP_OPTIONS,
   DEFAULT_PUBLISHER_OPTIONS,
@@ -98,6 +99,7 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
     'transactions',
     'schemaCheck',
     'metrics',
+    'cloudEvents',
   ]);
   const pub = checkObject('publisher', raw.publisher);
   checkKnownKeys('publisher', pub, Object.keys(DEFAULT_PUBLISHER_OPTIONS));
@@ -209,7 +211,22 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
     transactions,
     schemaCheck,
     metrics,
+    cloudEvents: checkCloudEvents(raw.cloudEvents),
   };
+}
+
+function checkCloudEvents(value: unknown): ResolvedOutboxOptions['cloudEvents'] {
+  if (value === undefined || value === false) return false;
+  const options = checkObject('cloudEvents', value);
+  checkKnownKeys('cloudEvents', options, ['source']);
+  if (!isUriReference(options.source)) {
+    fail(
+      'cloudEvents.source',
+      `must be a URI-reference naming the producer, got ${describe(options.source)}`,
+      "Pass e.g. { source: 'urn:acme:orders' } or { source: '/orders' }, or cloudEvents: false to turn them off.",
+    );
+  }
+  return { source: options.source };
 }
 
 function checkMetrics(value: unknown): ResolvedOutboxOptions['metrics'] {

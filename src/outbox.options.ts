@@ -160,6 +160,24 @@ export interface OutboxModuleOptions {
    * @default true
    */
   metrics?: boolean | OutboxMetricsOptions;
+  /**
+   * CloudEvents 1.0 binary content mode on published messages, so consumers outside Nest can read them with a
+   * CloudEvents SDK: the attributes `specversion`, `id` (the message id), `type` (the pattern), `source` and `time`
+   * travel in the transport's headers, named as its binding names them (RabbitMQ and NATS `ce-id`, Kafka `ce_id`,
+   * MQTT 5 user property `id`); the content type is `application/json`. TCP and Redis carry no headers: startup
+   * fails with `OutboxConfigurationError`. See docs/cloudevents.md.
+   * @default false
+   */
+  cloudEvents?: OutboxCloudEventsOptions | false;
+}
+
+/** Options of `cloudEvents`. */
+export interface OutboxCloudEventsOptions {
+  /**
+   * The CloudEvents `source` of every event: a URI-reference naming the producer, such as `urn:acme:orders`,
+   * `https://orders.acme.example` or `/orders`. Required.
+   */
+  source: string;
 }
 
 /** Options of `metrics`. */
@@ -204,6 +222,7 @@ export interface ResolvedOutboxOptions {
   transactions: 'builtin' | 'cls' | OutboxTransactionSource;
   schemaCheck: boolean;
   metrics: { enabled: boolean; meterProvider?: OutboxMeterProviderLike };
+  cloudEvents: OutboxCloudEventsOptions | false;
 }
 
 export const DEFAULT_PUBLISHER_OPTIONS: Readonly<Required<OutboxPublisherOptions>> = Object.freeze({

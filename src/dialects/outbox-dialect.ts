@@ -167,7 +167,12 @@ export interface OutboxDialect {
   prepare(manager: EntityManager, table: string): Promise<void>;
   /** Closes what the dialect opened for `dataSource` (PostgreSQL: the relay's own pool); called at shutdown. */
   dispose(dataSource: DataSource): Promise<void>;
-  /** Inserts rows in one statement through `manager` (the caller's transaction). */
+  /** Bind parameters one statement may carry on this database (multi-row inserts are split to stay under it). */
+  readonly maxBindParameters: number;
+  /**
+   * Inserts rows, in order, through `manager` (the caller's transaction): one multi-row statement, or as few as the
+   * database's limits on bind parameters and statement size allow.
+   */
   insert(manager: EntityManager, table: string, rows: readonly NewOutboxRow[]): Promise<void>;
   /** Claims up to `limit` due, unclaimed, pending rows for `owner`, counting one attempt each. */
   claim(manager: EntityManager, request: ClaimRequest): Promise<ClaimedOutboxRow[]>;

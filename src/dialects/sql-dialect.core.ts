@@ -1,4 +1,5 @@
 import type { DataSource, EntityManager } from 'typeorm';
+import { insertChunks } from './insert-chunks';
 import type {
   ClaimedOutboxRow,
   ClaimRequest,
@@ -42,8 +43,14 @@ export function checkedMs(ms: number): string {
   return String(ms);
 }
 
-/** Most rows one multi-row INSERT carries (parameter limits of the drivers). */
+/** Most rows one multi-row INSERT of attempt history carries. */
 export const INSERT_CHUNK = 500;
+
+/**
+ * Bytes of payload and headers text one multi-row INSERT of outbox rows carries at most (well under MariaDB's
+ * default `max_allowed_packet` of 16 MiB; on PostgreSQL and SQLite it only bounds the size of one statement).
+ */
+export const MAX_INSERT_BYTES = 4 * 1024 * 1024;
 
 /**
  * The foundation of the SQL dialects: quoting, statements, inserts, the table's companions, unique violations.
@@ -55,6 +62,8 @@ export abstract class SqlDialectCore {
   abstract readonly nowMs: string;
   abstract quote(identifier: string): string;
   abstract param(index: number): string;
+  /** Bind parameters one statement may carry on this database: `emitMany()` splits its INSERT to stay under it. */
+  abstract readonly maxBindParameters: number;
   abstract claim(manager: EntityManager, request: ClaimRequest): Promise<ClaimedOutboxRow[]>;
   protected abstract uniqueViolationDetails(error: any): { code: boolean; text: string } | undefined;
 
@@ -88,8 +97,8 @@ export abstract class SqlDialectCore {
   async insert(manager: EntityManager, table: string, rows: readonly NewOutboxRow[]): Promise<void> {
     const keys = [...new Set(rows.map((r) => r.key).filter((k): k is string => k !== null))].sort();
     if (keys.length > 0) await this.lockKeys(manager, table, keys);
-    for (let start = 0; start < rows.length; start += INSERT_CHUNK) {
-      const chunk = rows.slice(start, start + INSERT_CHUNK);
+    const limits = { maxParameters: this.maxBindParameters, maxBytes: MAX_INSERT_BYTES };
+    for (const chunk of rows.length === 1 ? [rows] : insertChunks(rows, limits)) {
       const params: unknown[] = [];
       const p = (value: unknown) => {
         params.push(value);

@@ -30,6 +30,22 @@ export interface EmitOptions {
   messageId?: string;
 }
 
+/** One event of `emitMany()`. */
+export interface EmitManyEvent {
+  /** The pattern the consumer's `@EventPattern()` listens to. */
+  pattern: string;
+  /** The event's data (JSON-serializable). */
+  payload: unknown;
+  /** The options `emit()` takes, except `manager` (give it once, as `emitMany()`'s second argument). */
+  options?: Omit<EmitOptions, 'manager'>;
+}
+
+/** Options of one `emitMany()` call. */
+export interface EmitManyOptions {
+  /** Write through this manager (its transaction) instead of the ambient one. */
+  manager?: EntityManager;
+}
+
 const MAX_TEXT = 255;
 
 /**
@@ -76,36 +92,93 @@ export class OutboxService {
    */
   async emit(pattern: string, payload: unknown, options: EmitOptions = {}): Promise<string> {
     const row = this.toRow(pattern, payload, options);
-    const context = currentTransaction(this.database.dataSource);
-    let manager = options.manager;
-    if (!manager) {
+    const manager = this.writeManager(`emit('${pattern}')`, options.manager);
+    try {
+      await this.database.dialect.insert(manager, this.database.table, [row]);
+    } catch (error) {
+      throw this.duplicateIdError(`emit('${pattern}')`, [row.messageId], error) ?? error;
+    }
+    this.wakeAfterCommit(manager);
+    return row.messageId;
+  }
+
+  /**
+   * Writes many events into the outbox under the same rules as `emit()` (the transaction of `options.manager` or
+   * else the ambient one; the same validation and errors), in one multi-row INSERT — split into as few statements
+   * as the database's limits allow. Resolves with their message ids, in the order of `events`. Every event is
+   * validated before anything is written; with `[]` nothing is written.
+   */
+  async emitMany(events: readonly EmitManyEvent[], options: EmitManyOptions = {}): Promise<string[]> {
+    if (!Array.isArray(events)) {
+      throw new OutboxInvalidMessageError(
+        `emitMany() needs an array of { pattern, payload, options? }, got ${events === null ? 'null' : typeof events}.`,
+      );
+    }
+    if (options === null || typeof options !== 'object') {
+      throw new OutboxInvalidMessageError('emitMany() options must be an object ({ manager? }).');
+    }
+    const rows = events.map((event, i) => this.toManyRow(event, i));
+    const ids = new Set<string>();
+    for (const row of rows) {
+      if (ids.has(row.messageId)) {
+        throw new OutboxDuplicateMessageIdError(
+          `emitMany(): the message id ${JSON.stringify(row.messageId)} is given to more than one event (message ` +
+            'ids are unique; consumers deduplicate by them). Leave messageId out to get new UUIDv7s, or derive ' +
+            'each from something unique to its event.',
+          row.messageId,
+        );
+      }
+      ids.add(row.messageId);
+    }
+    const manager = this.writeManager(`emitMany(${rows.length} events)`, options.manager);
+    if (rows.length === 0) return [];
+    try {
+      await this.database.dialect.insert(manager, this.database.table, rows);
+    } catch (error) {
+      const duplicate = this.duplicateIdError(
+        'emitMany()',
+        rows.map((r) => r.messageId),
+        error,
+      );
+      throw duplicate ?? error;
+    }
+    this.wakeAfterCommit(manager);
+    return rows.map((r) => r.messageId);
+  }
+
+  /** The manager a write goes through: `given` (checked), else the ambient transaction's; throws when neither. */
+  protected writeManager(call: string, given: EntityManager | undefined): EntityManager {
+    if (!given) {
+      const context = currentTransaction(this.database.dataSource);
       if (!context) {
         throw new OutboxNoTransactionError(
-          `emit('${pattern}') was called outside a transaction, so the event could be published for a change that ` +
+          `${call} was called outside a transaction, so the event could be published for a change that ` +
             'never committed (or lost for one that did). Call it inside outbox.transaction(async (manager) => …), inside a ' +
             'handler guarded by @Idempotent(), or pass { manager } of your own transaction.',
         );
       }
-      manager = context.manager;
-    } else if (!manager.queryRunner?.isTransactionActive) {
+      return context.manager;
+    }
+    if (!given.queryRunner?.isTransactionActive) {
       throw new OutboxNoTransactionError(
-        `emit('${pattern}') got a manager that is not in a transaction (e.g. dataSource.manager), so the event would ` +
+        `${call} got a manager that is not in a transaction (e.g. dataSource.manager), so the event would ` +
           'commit on its own. Pass the manager that dataSource.transaction(async (manager) => …) hands you.',
       );
-    } else if (manager.connection !== this.database.dataSource) {
+    }
+    if (given.connection !== this.database.dataSource) {
       throw new OutboxInvalidMessageError(
-        `emit('${pattern}') got a manager of DataSource '${getDataSourceName(manager.connection.options as { name?: string })}', but the outbox lives in ` +
+        `${call} got a manager of DataSource '${getDataSourceName(given.connection.options as { name?: string })}', but the outbox lives in ` +
           `'${this.database.name}'. Pass a manager of the outbox's DataSource (or set OutboxModule's dataSource).`,
       );
     }
-    try {
-      await this.database.dialect.insert(manager, this.database.table, [row]);
-    } catch (error) {
-      throw this.duplicateIdError(pattern, row.messageId, error) ?? error;
-    }
+    return given;
+  }
+
+  /** Wakes the local publisher after the ambient transaction commits, when `manager` is that transaction's. */
+  protected wakeAfterCommit(manager: EntityManager): void {
+    const context = currentTransaction(this.database.dataSource);
     if (context && context.manager === manager && !context.afterCommit.includes(this.wake))
       context.afterCommit.push(this.wake);
-    return row.messageId;
   }
 
   /**
@@ -126,20 +199,46 @@ export class OutboxService {
 
   /** `OutboxDuplicateMessageIdError` when `error` is a violation of the message-id unique index, else undefined. */
   protected duplicateIdError(
-    pattern: string,
-    messageId: string,
+    call: string,
+    messageIds: readonly string[],
     error: unknown,
   ): OutboxDuplicateMessageIdError | undefined {
     const { dialect, table } = this.database;
     const index = { name: MESSAGE_ID_UNIQUE_INDEX, table: table.split('.').pop()!, columns: ['message_id'] };
     if (!dialect.isUniqueViolation(error, index)) return undefined;
+    const messageId = messageIds.length === 1 ? messageIds[0] : duplicatedId(messageIds, error);
+    const which =
+      messageId === undefined
+        ? `one of the ${messageIds.length} message ids`
+        : `the message id ${JSON.stringify(messageId)}`;
     return new OutboxDuplicateMessageIdError(
-      `emit('${pattern}'): the message id ${JSON.stringify(messageId)} is already in the outbox (message ids ` +
+      `${call}: ${which} is already in the outbox (message ids ` +
         'are unique; consumers deduplicate by them). Leave messageId out to get a new UUIDv7, or derive it from ' +
         'something unique to this event. Let this error roll the transaction back (on PostgreSQL the ' +
         'transaction is already aborted).',
-      messageId,
+      messageId ?? '',
     );
+  }
+
+  /** `toRow()` of the `index`-th event of `emitMany()`, errors naming the event. */
+  protected toManyRow(event: EmitManyEvent, index: number) {
+    if (event === null || typeof event !== 'object' || Array.isArray(event)) {
+      throw new OutboxInvalidMessageError(
+        `emitMany() event #${index} must be an object { pattern, payload, options? }, got ${event === null ? 'null' : typeof event}.`,
+      );
+    }
+    const options = event.options ?? {};
+    if (options !== null && typeof options === 'object' && 'manager' in options) {
+      throw new OutboxInvalidMessageError(
+        `emitMany() event #${index} has a manager option: give the manager once, as emitMany(events, { manager }).`,
+      );
+    }
+    try {
+      return this.toRow(event.pattern, event.payload, options);
+    } catch (error) {
+      if (error instanceof OutboxInvalidMessageError) error.message = `emitMany() event #${index}: ${error.message}`;
+      throw error;
+    }
   }
 
   protected toRow(pattern: string, payload: unknown, options: EmitOptions) {
@@ -209,4 +308,11 @@ function optionalText(pattern: string, name: string, value: unknown): string | n
     );
   }
   return value;
+}
+
+/** The id a database's unique-violation message names (PostgreSQL's detail, MySQL's "Duplicate entry"), if any. */
+function duplicatedId(messageIds: readonly string[], error: unknown): string | undefined {
+  const e = error as { detail?: unknown; message?: unknown; driverError?: { detail?: unknown; message?: unknown } };
+  const text = [e?.detail, e?.driverError?.detail, e?.message, e?.driverError?.message].map(String).join('\n');
+  return messageIds.find((id) => text.includes(`=(${id})`) || text.includes(`'${id}'`));
 }

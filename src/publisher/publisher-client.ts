@@ -4,6 +4,7 @@ import type { Subscription } from 'rxjs';
 import { OutboxConfigurationError } from '../errors';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import type { OutboxTransport } from '../transports/outbox-transport';
+import { withCloudEvents } from '../transports/cloud-events.transport';
 import { resolveTransport } from '../transports/resolve-transport';
 import { isDisconnectedStatus } from '../transports/transport-unreachable';
 
@@ -21,7 +22,8 @@ export class PublisherClient {
 
   constructor(
     private readonly moduleRef: ModuleRef,
-    private readonly options: Pick<ResolvedOutboxOptions, 'client' | 'transport'>,
+    private readonly options: Pick<ResolvedOutboxOptions, 'client' | 'transport'> &
+      Partial<Pick<ResolvedOutboxOptions, 'cloudEvents'>>,
   ) {}
 
   /** The client, looked up on first use; throws `OutboxConfigurationError` naming the fix when it cannot be. */
@@ -50,7 +52,7 @@ export class PublisherClient {
         `OutboxModule option \`client\` resolves to ${kind}, which is not a ClientProxy.`,
       );
     }
-    this.outboxTransport = resolveTransport(this.options.transport, client);
+    this.outboxTransport = withCloudEvents(resolveTransport(this.options.transport, client), this.options.cloudEvents);
     this.client = client;
     this.watchStatus(client);
     return client;

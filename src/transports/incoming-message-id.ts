@@ -11,6 +11,9 @@ import { envelopeOf } from './outbox-envelope';
  * - MQTT 5 (`MqttContext`): the `x-message-id` user property;
  * - Kafka (`KafkaContext`): the `x-message-id` record header;
  * - TCP and Redis: the outbox envelope, unwrapped by `OutboxEnvelopeDeserializer` (or still wrapped in `data`).
+ * Without the library's own id, a CloudEvents id is read (binary content mode, as a producer outside Nest sends it):
+ * the `ce-id` header (RabbitMQ, NATS), the `ce_id` header (Kafka), the `id` user property beside `specversion`
+ * (MQTT 5).
  * Returns `undefined` when the message carries none (it did not come from an outbox, or a TCP/Redis consumer lacks
  * `OutboxEnvelopeDeserializer`).
  */
@@ -30,6 +33,10 @@ export function getOutboxMessageId(first: unknown, second?: unknown): string | u
   return fromTransportContext(ctx) ?? envelopeOf(data)?.id;
 }
 
+/** The CloudEvents id in binary content mode: HTTP-style header name (RabbitMQ, NATS) and the Kafka binding's. */
+const CE_ID = 'ce-id';
+const CE_ID_KAFKA = 'ce_id';
+
 function isExecutionContext(value: unknown): value is ExecutionContext {
   return (
     typeof (value as ExecutionContext)?.switchToRpc === 'function' &&
@@ -46,17 +53,22 @@ function text(value: unknown): string | undefined {
 function fromTransportContext(ctx: unknown): string | undefined {
   if (ctx instanceof RmqContext) {
     const properties = (ctx.getMessage() as any)?.properties;
-    return text(properties?.messageId) ?? text(properties?.headers?.[MESSAGE_ID_HEADER]);
+    const headers = properties?.headers;
+    return text(properties?.messageId) ?? text(headers?.[MESSAGE_ID_HEADER]) ?? text(headers?.[CE_ID]);
   }
   if (ctx instanceof NatsContext) {
     const headers = ctx.getHeaders() as { get?: (name: string) => string } | undefined;
-    return typeof headers?.get === 'function' ? text(headers.get(MESSAGE_ID_HEADER)) : undefined;
+    return typeof headers?.get === 'function'
+      ? (text(headers.get(MESSAGE_ID_HEADER)) ?? text(headers.get(CE_ID)))
+      : undefined;
   }
   if (ctx instanceof MqttContext) {
-    return text((ctx.getPacket() as any)?.properties?.userProperties?.[MESSAGE_ID_HEADER]);
+    const properties = (ctx.getPacket() as any)?.properties?.userProperties;
+    return text(properties?.[MESSAGE_ID_HEADER]) ?? (text(properties?.specversion) && text(properties?.id));
   }
   if (ctx instanceof KafkaContext) {
-    return text((ctx.getMessage() as any)?.headers?.[MESSAGE_ID_HEADER]);
+    const headers = (ctx.getMessage() as any)?.headers;
+    return text(headers?.[MESSAGE_ID_HEADER]) ?? text(headers?.[CE_ID_KAFKA]);
   }
   return undefined;
 }

@@ -1,4 +1,5 @@
 import type { OutboxTransportName } from '../outbox.options';
+import type { CloudEventAttributes } from './cloud-event';
 
 /** A message on its way from the outbox table to `ClientProxy.emit()`. */
 export interface OutgoingOutboxMessage {
@@ -8,6 +9,8 @@ export interface OutgoingOutboxMessage {
   /** Headers given to `emit()`, without the message id. */
   headers: Record<string, string>;
   key: string | null;
+  /** CloudEvents attributes to send in binary content mode (module option `cloudEvents`), named per binding. */
+  cloudEvent?: CloudEventAttributes;
 }
 
 /**

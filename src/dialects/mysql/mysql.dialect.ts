@@ -43,6 +43,12 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
     return `\`${identifier.replace(/`/g, '``')}\``;
   }
 
+  /**
+   * A prepared statement's limit (65,535 placeholders); TypeORM's mysql/mysql2 drivers bind on the client, where
+   * `max_allowed_packet` is what counts (see MAX_INSERT_BYTES).
+   */
+  readonly maxBindParameters = 65_535;
+
   param(): string {
     return '?';
   }

@@ -33,6 +33,9 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
     return `"${identifier.replace(/"/g, '""')}"`;
   }
 
+  /** The wire protocol's Bind message counts parameters in 16 bits. */
+  readonly maxBindParameters = 65_535;
+
   param(index: number): string {
     return `$${index}`;
   }

@@ -15,6 +15,12 @@ export class SqliteOutboxDialect extends SqlOutboxDialect {
     return `"${identifier.replace(/"/g, '""')}"`;
   }
 
+  /**
+   * SQLITE_MAX_VARIABLE_NUMBER, 32,766 since SQLite 3.32 and in better-sqlite3 12 (32,767 fails with "too many SQL
+   * variables").
+   */
+  readonly maxBindParameters = 32_766;
+
   param(): string {
     return '?';
   }
