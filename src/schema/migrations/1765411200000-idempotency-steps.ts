@@ -2,8 +2,8 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
  * Creates `idempotency_steps`, the table of `IdempotencyStep` (the recorded results of `idempotentStep()`), on
- * PostgreSQL, MySQL/MariaDB or SQLite (picked from the connection). Times are epoch milliseconds (BIGINT). On
- * MySQL/MariaDB `result` is MEDIUMTEXT (16 MB) rather than the entity's TEXT (64 KB there).
+ * PostgreSQL, MySQL/MariaDB or SQLite (picked from the connection). Times are epoch milliseconds (BIGINT). It makes
+ * exactly the entity's schema (`synchronize` finds nothing to change): on MySQL/MariaDB `result` is TEXT, 64 KB.
  *
  * Run it after `CreateIdempotencyKeys1764460800000`; it changes nothing that migration made.
  *
@@ -41,7 +41,7 @@ function createStatements(type: string): string[] {
       return [
         'CREATE TABLE `idempotency_steps` (`id` bigint NOT NULL AUTO_INCREMENT, `scope` varchar(255) NOT NULL, ' +
           '`idempotency_key` varchar(255) NOT NULL, `step` varchar(100) NOT NULL, `fingerprint` varchar(64) NOT NULL, ' +
-          '`result` mediumtext NULL, `created_at` bigint NOT NULL, `expires_at` bigint NOT NULL, ' +
+          '`result` text NULL, `created_at` bigint NOT NULL, `expires_at` bigint NOT NULL, ' +
           'UNIQUE INDEX `UQ_idempotency_steps_scope_key_step` (`scope`, `idempotency_key`, `step`), ' +
           'INDEX `IDX_idempotency_steps_expires_at` (`expires_at`), PRIMARY KEY (`id`)) ENGINE=InnoDB',
       ];
