@@ -309,7 +309,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       () => this.idempotency.steps,
       call,
       attempt,
-      () => this.runHandler(next, attempt),
+      (marked) => this.runHandler(next, marked),
     );
   }
 

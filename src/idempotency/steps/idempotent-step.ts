@@ -40,27 +40,26 @@ export function idempotentStep<T>(name: string, work: (stepKey: string) => T | P
 }
 
 /**
- * Runs `work` (which runs the handler of an idempotent call) so that `idempotentStep()` finds the call: on the
- * call's start mark when there is one (HTTP), else on a mark of its own (messages). Nothing touches the database
- * unless a step is called (SQLite reads one in-process counter).
+ * Runs `work` (which runs the handler of an idempotent call through the attempt it is given) so that
+ * `idempotentStep()` finds the call: on the call's start mark when there is one (HTTP), else on a mark of its own
+ * (messages). The mark is entered again inside `attempt.run()`, whose async context may be another one (a plugged-in
+ * transaction source binds the handler to its own). Nothing touches the database unless a step is called (SQLite
+ * reads one in-process counter).
  */
 export function withSteps<T>(
   journal: () => StepJournal,
   call: IdempotentCall,
   attempt: IdempotencyAttempt,
-  work: () => Promise<T>,
+  work: (attempt: IdempotencyAttempt) => Promise<T>,
 ): Promise<T> {
   let scope: StepScope | undefined;
   let settled = false;
   const changes = changesAtStart(attempt.context);
   const steps = () => (settled ? undefined : (scope ??= new StepScope(journal(), call, attempt, changes)));
-  const mark: HandlerStart | undefined = currentHandlerStart();
-  const done = () => {
+  const mark: HandlerStart = currentHandlerStart() ?? { started: false };
+  mark.steps = steps;
+  const marked: IdempotencyAttempt = { ...attempt, run: (inner) => attempt.run(() => trackHandlerStart(mark, inner)) };
+  return work(marked).finally(() => {
     settled = true;
-  };
-  if (mark) {
-    mark.steps = steps;
-    return work().finally(done);
-  }
-  return trackHandlerStart({ started: false, steps }, work).finally(done);
+  });
 }
