@@ -56,7 +56,10 @@ const provider = new FakeProvider();
 /** Step keys seen by the callbacks, by step name (only when a callback ran). */
 const seenKeys: Record<string, string[]> = {};
 /** Makes the next runs fail after their steps (as a crash would, but in process). */
-const state: { failAfterSteps: number; lastError?: Error } = { failAfterSteps: 0 };
+const state: { failAfterSteps: number; lastError?: Error; parallelRuns: number } = {
+  failAfterSteps: 0,
+  parallelRuns: 0,
+};
 
 class Money {
   constructor(
@@ -150,6 +153,26 @@ class ShopController {
       hasDropped: 'dropped' in value,
       nothing: nothing === undefined ? 'undefined' : typeof nothing,
     };
+  }
+
+  /** Two steps started together, and a name used twice: they run one after another, the second name once. */
+  @Post('parallel')
+  @Idempotent()
+  async parallel() {
+    const overlap = { running: 0, max: 0 };
+    const slow = (label: string) => async () => {
+      overlap.running++;
+      overlap.max = Math.max(overlap.max, overlap.running);
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      overlap.running--;
+      return `${label}:${++state.parallelRuns}`;
+    };
+    const [a, b, again] = await Promise.all([
+      idempotentStep('a', slow('a')),
+      idempotentStep('b', slow('b')),
+      idempotentStep('a', slow('a-again')),
+    ]);
+    return { a, b, again, maxConcurrent: overlap.max };
   }
 
   @Post('bigint')
@@ -313,6 +336,14 @@ for (const kind of kinds) {
         };
         expect(resumed.body).toEqual(expected);
         expect(fresh.body).toEqual(expected);
+      });
+
+      it('steps of one call started together run one after another; a name already done returns its result', async () => {
+        state.parallelRuns = 0;
+        const answer = await post('parallel', {}, newKey());
+        expect(answer.status).toBe(201);
+        expect(answer.body).toEqual({ a: 'a:1', b: 'b:2', again: 'a:1', maxConcurrent: 1 });
+        expect(state.parallelRuns).toBe(2);
       });
 
       it('a result that JSON cannot hold (BigInt) throws IdempotentStepResultError', async () => {
