@@ -20,6 +20,8 @@ import {
   IdempotentStepResultError,
   OutboxService,
 } from '../src';
+import { IDEMPOTENCY_STEPS_CLEANUP_TASK } from '../src/idempotency/idempotency.service';
+import { OutboxCleanupRegistry } from '../src/scheduling/outbox-cleanup.registry';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
@@ -344,6 +346,32 @@ for (const kind of kinds) {
         expect(answer.status).toBe(201);
         expect(answer.body).toEqual({ a: 'a:1', b: 'b:2', again: 'a:1', maxConcurrent: 1 });
         expect(state.parallelRuns).toBe(2);
+      });
+
+      it('an expired step is run again and replaced; the cleanup task deletes expired steps in batches', async () => {
+        const key = newKey();
+        const body = { reference: `E-${key}`, amount: 6 };
+        state.failAfterSteps = 1;
+        expect((await post('checkout', body, key)).status).toBe(500);
+        const repo = ds.getRepository(IdempotencyStep);
+        await repo.update({ key }, { expiresAt: new Date(1000) }); // both steps expired
+        expect((await post('checkout', body, key)).status).toBe(201);
+        expect(seenKeys.charge).toHaveLength(2); // called again: an expired result is not trusted
+        expect(seenKeys.charge[1]).toBe(seenKeys.charge[0]); // with the same step key
+        expect((await repo.findBy({ key })).every((s) => s.expiresAt.getTime() > Date.now())).toBe(true);
+
+        await repo.update({ key }, { expiresAt: new Date(1000) });
+        const task = app
+          .get(OutboxCleanupRegistry)
+          .all()
+          .find((t) => t.name === IDEMPOTENCY_STEPS_CLEANUP_TASK);
+        expect(task).toBeDefined();
+        const live = await repo.count();
+        expect(await task!.deleteBatch(1)).toBe(1);
+        expect(await task!.deleteBatch(5)).toBe(1);
+        expect(await task!.deleteBatch(5)).toBe(0);
+        expect(await repo.countBy({ key })).toBe(0);
+        expect(await repo.count()).toBe(live - 2); // live steps of other keys stay
       });
 
       it('a result that JSON cannot hold (BigInt) throws IdempotentStepResultError', async () => {
