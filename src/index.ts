@@ -32,12 +32,14 @@ export { OutboxMessage } from './schema/outbox-message.entity';
 export type { OutboxMessageStatus } from './schema/outbox-message.entity';
 export { OutboxKeyLock } from './schema/outbox-key-lock.entity';
 export { IdempotencyRecord } from './schema/idempotency-record.entity';
+export { IdempotencyStep } from './schema/idempotency-step.entity';
 /** Every shipped migration, oldest first: `migrations: [...OUTBOX_MIGRATIONS, …]`; each one is exported too. */
 export { OUTBOX_MIGRATIONS } from './schema/migrations';
 export { CreateOutboxTables1764374400000 } from './schema/migrations/1764374400000-outbox-tables';
 export { CreateIdempotencyKeys1764460800000 } from './schema/migrations/1764460800000-idempotency-keys';
 export { OutboxAttempt, OUTBOX_ATTEMPTS_TABLE } from './schema/outbox-attempt.entity';
 export { AddOutboxAttempts1765152000000 } from './schema/migrations/1765152000000-outbox-attempts';
+export { CreateIdempotencySteps1765411200000 } from './schema/migrations/1765411200000-idempotency-steps';
 
 // ── Producing: the business write and its event in one transaction ───────────────────────────────────────────
 /** `transaction()`, `emit()`, `emitMany()`, `manager`, `stats()`, `flush()`. */
@@ -48,6 +50,14 @@ export type { OutboxTransactionOptions } from './transaction/transaction.types';
 // ── Consuming: handlers applied once per key or message ──────────────────────────────────────────────────────
 /** Guards an HTTP handler (`Idempotency-Key`) or a message handler (the outbox's message id). */
 export { Idempotent } from './idempotency/idempotent.decorator';
+/** A recovery point for an external call inside an idempotent handler: runs once per key, resumed on retry. */
+export { idempotentStep } from './idempotency/steps/idempotent-step';
+export {
+  IdempotentStepOutsideCallError,
+  IdempotentStepNameError,
+  IdempotentStepResultError,
+  IdempotentStepOrderError,
+} from './idempotency/steps/step.errors';
 /** The request's idempotency key, as a handler parameter. */
 export { IdempotencyKey } from './idempotency/idempotency-key.decorator';
 /** The header that marks a replayed response (`Idempotent-Replayed: true`). */

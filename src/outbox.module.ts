@@ -3,6 +3,7 @@ import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { OutboxCleanupRegistry } from './scheduling/outbox-cleanup.registry';
 import { OutboxCleanupScheduler } from './cleanup/outbox-cleanup.scheduler';
 import { IdempotencyRecord } from './schema/idempotency-record.entity';
+import { IdempotencyStep } from './schema/idempotency-step.entity';
 import { IdempotencyService } from './idempotency/idempotency.service';
 import { idempotencyOpenApiContractProvider } from './idempotency/openapi-contract';
 import { getOutboxToken, isDefaultDataSource, OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from './outbox.constants';
@@ -88,7 +89,10 @@ export class OutboxModule extends OutboxConfigurableModule {
       ...module,
       imports: [
         ...(module.imports ?? []),
-        TypeOrmModule.forFeature([OutboxMessage, OutboxKeyLock, IdempotencyRecord, OutboxAttempt], dataSourceName),
+        TypeOrmModule.forFeature(
+          [OutboxMessage, OutboxKeyLock, IdempotencyRecord, IdempotencyStep, OutboxAttempt],
+          dataSourceName,
+        ),
       ],
       providers: [
         ...(module.providers ?? []),

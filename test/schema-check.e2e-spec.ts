@@ -6,8 +6,10 @@ import { DataSource } from 'typeorm';
 import {
   AddOutboxAttempts1765152000000,
   CreateIdempotencyKeys1764460800000,
+  CreateIdempotencySteps1765411200000,
   CreateOutboxTables1764374400000,
   IdempotencyRecord,
+  IdempotencyStep,
   OutboxAttempt,
   OutboxKeyLock,
   OutboxMessage,
@@ -24,6 +26,7 @@ const MIGRATIONS = [
   CreateOutboxTables1764374400000,
   AddOutboxAttempts1765152000000,
   CreateIdempotencyKeys1764460800000,
+  CreateIdempotencySteps1765411200000,
 ];
 const TYPEORM_DEFAULTS = { autoLoadEntities: true, synchronize: false, retryAttempts: 0, logging: false };
 
@@ -42,7 +45,7 @@ for (const kind of kinds) {
 
     /** Prepares the database with a DataSource of its own, as a migration job or another app would. */
     async function withDataSource(work: (ds: DataSource) => Promise<unknown>, migrations: unknown[] = MIGRATIONS) {
-      const entities = [OutboxMessage, OutboxKeyLock, OutboxAttempt, IdempotencyRecord];
+      const entities = [OutboxMessage, OutboxKeyLock, OutboxAttempt, IdempotencyRecord, IdempotencyStep];
       const ds = new DataSource({ ...db.options, entities, migrations, logging: false } as never);
       await ds.initialize();
       try {
@@ -98,6 +101,7 @@ for (const kind of kinds) {
         ...(kind === 'mariadb' ? ['outbox_key_locks'] : []),
         'outbox_attempts',
         'idempotency_keys',
+        'idempotency_steps',
       ];
       expect(error.problems.map((p) => p.table)).toEqual(expected);
       expect(error.problems.every((p) => p.tableMissing)).toBe(true);
@@ -105,7 +109,8 @@ for (const kind of kinds) {
       for (const table of expected) expect(error.message).toContain(`table "${table}" does not exist`);
       expect(error.message).toContain("DataSource 'default'");
       expect(error.message).toContain(
-        'CreateOutboxTables1764374400000, AddOutboxAttempts1765152000000 and CreateIdempotencyKeys1764460800000',
+        'CreateOutboxTables1764374400000, AddOutboxAttempts1765152000000, CreateIdempotencyKeys1764460800000 and ' +
+          'CreateIdempotencySteps1765411200000',
       );
       expect(error.message).toContain('`synchronize: true` in development');
       expect(error.message).toContain('`schemaCheck: false`');
@@ -114,7 +119,7 @@ for (const kind of kinds) {
     it(`${label}: only the first outbox migration run → fails naming dead_at, outbox_attempts and only AddOutboxAttempts`, async () => {
       await withDataSource(
         (ds) => ds.runMigrations(),
-        [CreateOutboxTables1764374400000, CreateIdempotencyKeys1764460800000],
+        [CreateOutboxTables1764374400000, CreateIdempotencyKeys1764460800000, CreateIdempotencySteps1765411200000],
       );
       const error = await bootError();
       expect(error.problems).toEqual([
@@ -133,13 +138,22 @@ for (const kind of kinds) {
     it(`${label}: only the outbox migrations run → fails naming idempotency_keys and its migration`, async () => {
       await withDataSource(
         (ds) => ds.runMigrations(),
-        [CreateOutboxTables1764374400000, AddOutboxAttempts1765152000000],
+        [CreateOutboxTables1764374400000, AddOutboxAttempts1765152000000, CreateIdempotencySteps1765411200000],
       );
       const error = await bootError();
       const missingColumns = expect.arrayContaining(['idempotency_key', 'fingerprint']);
       expect(error.problems).toEqual([{ table: 'idempotency_keys', tableMissing: true, missingColumns }]);
       expect(error.message).toContain('CreateIdempotencyKeys1764460800000');
       expect(error.message).not.toContain('CreateOutboxTables1764374400000');
+    });
+
+    it(`${label}: an app upgraded without the steps migration → fails naming idempotency_steps and only its migration`, async () => {
+      await withDataSource((ds) => ds.runMigrations(), MIGRATIONS.slice(0, 3));
+      const error = await bootError();
+      const missingColumns = expect.arrayContaining(['idempotency_key', 'step', 'result']);
+      expect(error.problems).toEqual([{ table: 'idempotency_steps', tableMissing: true, missingColumns }]);
+      expect(error.message).toContain('run the shipped migration CreateIdempotencySteps1765411200000 (exported');
+      expect(error.message).not.toContain('CreateIdempotencyKeys1764460800000');
     });
 
     it(`${label}: a dropped column → fails naming the table, the column, the named DataSource`, async () => {

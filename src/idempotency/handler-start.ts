@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import type { StepScope } from './steps/step-scope';
 
 /**
  * Whether the handler's own body began to run. Nest calls an interceptor's `next.handle()` before the pipes, so a
@@ -9,6 +10,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 /** The mark of one call: set to true when the handler's body is entered. */
 export interface HandlerStart {
   started: boolean;
+  /** The call's steps (`idempotentStep()`), created on first use; undefined once the handler settled. */
+  steps?: () => StepScope | undefined;
 }
 
 const starts = new AsyncLocalStorage<HandlerStart>();
@@ -16,6 +19,11 @@ const starts = new AsyncLocalStorage<HandlerStart>();
 /** Runs `work` (which calls the handler) with `mark` as the call's start mark. */
 export function trackHandlerStart<T>(mark: HandlerStart, work: () => T): T {
   return starts.run(mark, work);
+}
+
+/** The mark of the call running in this async context, if any. */
+export function currentHandlerStart(): HandlerStart | undefined {
+  return starts.getStore();
 }
 
 /** `method` that marks the start of its call before it runs; its name and reflect metadata are carried over. */

@@ -26,6 +26,7 @@ import * as settlement from './message-settlement';
 import { isGuardedByOuterApplication } from './outer-application';
 import { JsonNestingTooDeepError, MAX_JSON_DEPTH } from './stable-json';
 import { captureResponse, parseBody, replayResponse } from './stored-response';
+import { withSteps } from './steps/idempotent-step';
 import { outcomeOfStatus, reportIdempotencyOutcome } from '../events/idempotency-channel';
 
 export type { IdempotentCall, ResolvedIdempotentOptions, StoredResponse } from './idempotent-call.types';
@@ -176,7 +177,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       throw this.reject(context, inFlightProblem(header, retryAfter));
     };
     return runFirstRequest(attempt, call, {
-      run: () => this.runHandler(next, attempt),
+      run: () => this.runWithSteps(next, attempt, call),
       capture: (value) => this.toStoredResponse(context, value, call.options),
       rollback: () => this.rollbackQuietly(attempt),
       failure: (error) => this.databaseError(context, error, call.options),
@@ -245,7 +246,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   ): Promise<Observable<unknown>> {
     const skip = (record: StoredIdempotencyRecord) => this.skipDuplicate(context, record, call);
     return settlement.runFirstDelivery(attempt, call, {
-      run: () => this.runHandler(next, attempt),
+      run: () => this.runWithSteps(next, attempt, call),
       rollback: () => this.rollbackQuietly(attempt),
       settle: (how) => this.settle(context, call.options, how),
       lostRace: () => this.afterLostRace(call, skip, () => this.deferInFlight(context, call)),
@@ -300,6 +301,16 @@ export class IdempotencyInterceptor implements NestInterceptor {
   protected runHandler(next: CallHandler, attempt: IdempotencyAttempt): Promise<unknown> {
     // next.handle() binds the async context it is called in: call it inside the transaction's context.
     return attempt.run(() => lastValueFrom(next.handle(), { defaultValue: undefined }));
+  }
+
+  /** `runHandler` with the call's steps (`idempotentStep()`) reachable from the handler. */
+  protected runWithSteps(next: CallHandler, attempt: IdempotencyAttempt, call: IdempotentCall): Promise<unknown> {
+    return withSteps(
+      () => this.idempotency.steps,
+      call,
+      attempt,
+      (marked) => this.runHandler(next, marked),
+    );
   }
 
   /** Rolls back after the handler failed; a rollback that fails too is logged, so the handler's error is answered. */

@@ -5,6 +5,9 @@ import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { OutboxDatabase } from '../dialects/outbox-database';
 import { IdempotencyRecord } from '../schema/idempotency-record.entity';
+import { IdempotencyStep } from '../schema/idempotency-step.entity';
+import type { SqlOutboxDialect } from '../dialects/sql-dialect.base';
+import { StepJournal } from './steps/step-journal';
 import type { IdempotencyBegin, IdempotencyStore, IdempotencyStoreConfig } from './idempotency-store';
 import { beginJoined } from './joined-attempt';
 import { resolveIdempotencyStore } from './stores/resolve-idempotency-store';
@@ -15,6 +18,8 @@ import { DEFAULT_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyDefaults } from './idem
 
 /** Name of the cleanup task that deletes expired records. */
 export const IDEMPOTENCY_CLEANUP_TASK = 'idempotency-keys';
+/** Name of the cleanup task that deletes expired step results. */
+export const IDEMPOTENCY_STEPS_CLEANUP_TASK = 'idempotency-steps';
 
 /**
  * The idempotency records of the outbox's DataSource: the module-wide defaults, the database's store (created on
@@ -25,6 +30,7 @@ export const IDEMPOTENCY_CLEANUP_TASK = 'idempotency-keys';
 export class IdempotencyService implements OnModuleInit {
   readonly defaults: ResolvedIdempotencyDefaults;
   private created?: IdempotencyStore;
+  private journal?: StepJournal;
   private config?: IdempotencyStoreConfig;
 
   constructor(
@@ -39,11 +45,18 @@ export class IdempotencyService implements OnModuleInit {
     await loadClassTransformer();
     if (!this.database.dataSource.hasMetadata(IdempotencyRecord)) return;
     this.cleanup?.register({ name: IDEMPOTENCY_CLEANUP_TASK, deleteBatch: (limit) => this.store.deleteExpired(limit) });
+    if (!this.database.dataSource.hasMetadata(IdempotencyStep)) return;
+    this.cleanup?.register({ name: IDEMPOTENCY_STEPS_CLEANUP_TASK, deleteBatch: (n) => this.steps.deleteExpired(n) });
   }
 
   /** The store of the outbox's database. */
   get store(): IdempotencyStore {
     return (this.created ??= this.createStore());
+  }
+
+  /** The recorded step results (`idempotentStep()`) of the outbox's database, created on first use. */
+  get steps(): StepJournal {
+    return (this.journal ??= this.createJournal());
   }
 
   /**
@@ -69,6 +82,19 @@ export class IdempotencyService implements OnModuleInit {
   /** Deletes up to `limit` expired records (what the scheduled cleanup calls); resolves with the number deleted. */
   deleteExpired(limit = 1000): Promise<number> {
     return this.store.deleteExpired(limit);
+  }
+
+  protected createJournal(): StepJournal {
+    const { dataSource, dialect, name } = this.database;
+    if (!dataSource.hasMetadata(IdempotencyStep)) {
+      throw new OutboxConfigurationError(
+        `idempotentStep() needs the IdempotencyStep entity in the DataSource '${name}'. Set \`autoLoadEntities: true\` ` +
+          'in TypeOrmModule.forRoot(), or add IdempotencyStep to its `entities` (and run the migration ' +
+          'CreateIdempotencySteps1765411200000, part of OUTBOX_MIGRATIONS).',
+      );
+    }
+    const table = dataSource.getMetadata(IdempotencyStep).tablePath;
+    return new StepJournal(dataSource, dialect as unknown as SqlOutboxDialect, table);
   }
 
   protected createStore(): IdempotencyStore {

@@ -2,9 +2,11 @@ import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import type { EntityTarget } from 'typeorm';
 import { OutboxSchemaError, OutboxSchemaProblem } from '../errors';
 import { IdempotencyRecord } from '../schema/idempotency-record.entity';
+import { IdempotencyStep } from '../schema/idempotency-step.entity';
 import { CreateOutboxTables1764374400000 } from '../schema/migrations/1764374400000-outbox-tables';
 import { CreateIdempotencyKeys1764460800000 } from '../schema/migrations/1764460800000-idempotency-keys';
 import { AddOutboxAttempts1765152000000 } from '../schema/migrations/1765152000000-outbox-attempts';
+import { CreateIdempotencySteps1765411200000 } from '../schema/migrations/1765411200000-idempotency-steps';
 import { OutboxAttempt, outboxAttemptsTable } from '../schema/outbox-attempt.entity';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
@@ -47,7 +49,7 @@ export class OutboxSchemaCheck implements OnModuleInit {
     if (problems.length > 0) throw schemaError(this.database.name, problems, needed);
   }
 
-  /** The outbox table, the dialect's companions (MySQL/MariaDB: key locks) and the idempotency records' table. */
+  /** The outbox table, the dialect's companions (MySQL/MariaDB: key locks), the idempotency records' and steps' tables. */
   protected neededTables(): NeededTable[] {
     const { dataSource, dialect, table } = this.database;
     const outboxMigration = CreateOutboxTables1764374400000.name;
@@ -69,6 +71,12 @@ export class OutboxSchemaCheck implements OnModuleInit {
       const metadata = dataSource.getMetadata(IdempotencyRecord);
       const migration = CreateIdempotencyKeys1764460800000.name;
       tables.push({ table: metadata.tablePath, columns: columnsOf(IdempotencyRecord), migration });
+    }
+    // The recorded results of idempotentStep(), registered with the records.
+    if (dataSource.hasMetadata(IdempotencyStep)) {
+      const migration = CreateIdempotencySteps1765411200000.name;
+      const table = dataSource.getMetadata(IdempotencyStep).tablePath;
+      tables.push({ table, columns: columnsOf(IdempotencyStep), migration });
     }
     return tables;
   }

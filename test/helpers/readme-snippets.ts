@@ -109,6 +109,9 @@ declare class TransferDto {
 declare class PaymentProvider {
   charge(amount: number, options: { idempotencyKey: string }): Promise<void>;
 }
+declare class PaymentGateway {
+  charge(amount: number, options: { idempotencyKey: string }): Promise<{ id: string; status: 'paid' | 'declined' }>;
+}
 declare class Balance {
   id: string;
   amount: number;

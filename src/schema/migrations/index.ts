@@ -1,6 +1,7 @@
 import { CreateOutboxTables1764374400000 } from './1764374400000-outbox-tables';
 import { CreateIdempotencyKeys1764460800000 } from './1764460800000-idempotency-keys';
 import { AddOutboxAttempts1765152000000 } from './1765152000000-outbox-attempts';
+import { CreateIdempotencySteps1765411200000 } from './1765411200000-idempotency-steps';
 
 /**
  * Every migration the library ships, oldest first: `migrations: [...OUTBOX_MIGRATIONS, ...yours]`. A new release
@@ -11,4 +12,5 @@ export const OUTBOX_MIGRATIONS = [
   CreateOutboxTables1764374400000,
   CreateIdempotencyKeys1764460800000,
   AddOutboxAttempts1765152000000,
+  CreateIdempotencySteps1765411200000,
 ] as const;

@@ -1,0 +1,52 @@
+import { Column, Entity, Index, PrimaryGeneratedColumn, Unique } from 'typeorm';
+import { epochMsTransformer } from './epoch-ms.transformer';
+import { declareSqliteIntegerKey } from './sqlite-bigint-key.patch';
+
+export const IDEMPOTENCY_STEPS_TABLE = 'idempotency_steps';
+export const IDEMPOTENCY_STEP_UNIQUE_CONSTRAINT = 'UQ_idempotency_steps_scope_key_step';
+
+/** The longest step name `idempotentStep()` accepts (the column's length). */
+export const MAX_STEP_NAME_LENGTH = 100;
+
+/**
+ * The recorded result of one completed step (`idempotentStep()`) of an idempotent call: committed on its own, before
+ * the handler goes on, so that a retry of the key after a crash resumes after the step instead of calling the
+ * external system again. Unlike `IdempotencyRecord`, this row outlives a rollback of the handler's transaction on
+ * purpose. It expires `ttl` after it was written (the key's record, written later, expires later still).
+ */
+@Entity(IDEMPOTENCY_STEPS_TABLE)
+@Unique(IDEMPOTENCY_STEP_UNIQUE_CONSTRAINT, ['scope', 'key', 'step'])
+@Index('IDX_idempotency_steps_expires_at', ['expiresAt'])
+export class IdempotencyStep {
+  @PrimaryGeneratedColumn({ type: 'bigint', name: 'id' })
+  id!: string;
+
+  /** The scope of the key, as in `IdempotencyRecord`. */
+  @Column({ type: 'varchar', length: 255 })
+  scope!: string;
+
+  /** The client's `Idempotency-Key` (or the message id). */
+  @Column({ type: 'varchar', length: 255, name: 'idempotency_key' })
+  key!: string;
+
+  /** The step's name, unique within the call. */
+  @Column({ type: 'varchar', length: MAX_STEP_NAME_LENGTH })
+  step!: string;
+
+  /** The fingerprint of the request that ran the step: a retry with another request is answered 422. */
+  @Column({ type: 'varchar', length: 64 })
+  fingerprint!: string;
+
+  /** The step's result, JSON text (null when it returned undefined). */
+  @Column({ type: 'text', nullable: true })
+  result!: string | null;
+
+  @Column({ type: 'bigint', name: 'created_at', transformer: epochMsTransformer })
+  createdAt!: Date;
+
+  /** After this the result is ignored (the step runs again) and the cleanup deletes it. */
+  @Column({ type: 'bigint', name: 'expires_at', transformer: epochMsTransformer })
+  expiresAt!: Date;
+}
+
+declareSqliteIntegerKey(IdempotencyStep);
