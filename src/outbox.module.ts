@@ -1,4 +1,5 @@
 import { DynamicModule, Module } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { OutboxCleanupRegistry } from './scheduling/outbox-cleanup.registry';
 import { OutboxCleanupScheduler } from './cleanup/outbox-cleanup.scheduler';
@@ -25,6 +26,7 @@ import { OutboxTransactionSourceRegistrar } from './transaction/transaction-sour
 import { OutboxHealthIndicator } from './health/outbox-health.indicator';
 import { OutboxTracingLoader } from './tracing/outbox-tracing.loader';
 import { OutboxMetrics } from './observability/outbox-metrics';
+import { OutboxHandlerRegistry } from './handlers/outbox-handler-registry';
 
 /**
  * The outbox: `OutboxService` (transactions + emit), the `OutboxMessage` entity (registered with
@@ -53,6 +55,7 @@ export class OutboxModule extends OutboxConfigurableModule {
       ...module,
       imports: [
         ...(module.imports ?? []),
+        DiscoveryModule,
         TypeOrmModule.forFeature([OutboxMessage, OutboxKeyLock, IdempotencyRecord, OutboxAttempt], dataSourceName),
       ],
       providers: [
@@ -75,6 +78,7 @@ export class OutboxModule extends OutboxConfigurableModule {
         OutboxDeadLetters,
         OutboxCleanupScheduler,
         OutboxMetrics,
+        OutboxHandlerRegistry,
       ],
       exports: [
         OutboxService,
