@@ -134,5 +134,4 @@ export type { ResolvedOutboxOptions } from './outbox.options';
 export type { IdempotencyAttempt, StoredIdempotencyRecord } from './idempotency/idempotency-store';
 export type { ClaimedOutboxRow, OutboxFailure } from './dialects/outbox-dialect';
 export type { ClaimedBatch, BatchOutcome } from './publisher/publish-pass';
-export type { BrokerDestination } from './publisher/destinations/broker-destinations';
 export type { OutgoingOutboxMessage } from './transports/outbox-transport';
