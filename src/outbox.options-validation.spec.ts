@@ -80,7 +80,11 @@ describe('resolveOutboxOptions', () => {
       { client: 'B', route: { clients: ['B'], select: (): string => 'B' } },
       /`route` cannot be given together with `client`/,
     ],
-    ['an empty route', { route: { clients: [], select: (): string => 'B' } }, /`route\.clients` must be a non-empty array/],
+    [
+      'an empty route',
+      { route: { clients: [], select: (): string => 'B' } },
+      /`route\.clients` must be a non-empty array/,
+    ],
     ['a route without select', { route: { clients: ['A'] } }, /`route\.select` must be a function/],
     [
       'a route token twice',

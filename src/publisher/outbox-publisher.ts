@@ -428,6 +428,8 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   protected resolveClient(): ClientProxy {
     const primary = this.destinations.primary;
     if (!primary) this.checkDestinations();
-    return primary ? this.destinations.clientOf(primary) : new PublisherClient(this.moduleRef, { transport: 'auto' }).resolve();
+    return primary
+      ? this.destinations.clientOf(primary)
+      : new PublisherClient(this.moduleRef, { transport: 'auto' }).resolve();
   }
 }
