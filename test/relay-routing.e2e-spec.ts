@@ -1,6 +1,13 @@
+import { Injectable } from '@nestjs/common';
 import { ClientsModule, Transport } from '@nestjs/microservices';
 import { randomBytes } from 'node:crypto';
-import { OutboxConfigurationError, OutboxDeadLetters, OutboxRouteMessage } from '../src';
+import {
+  OnOutboxEvent,
+  OutboxConfigurationError,
+  OutboxDeadLetters,
+  OutboxEventContext,
+  OutboxRouteMessage,
+} from '../src';
 import { deleteQueue, rmqClientOptions, rmqConsumerOptions, startConsumer, uniqueQueue } from './helpers/consumers';
 import { useOutboxApp } from './helpers/e2e-fixture';
 import { waitFor } from './helpers/ports';
@@ -16,13 +23,34 @@ describeWith(['postgres', 'rabbitmq', 'nats'], 'Routing one outbox to RabbitMQ a
   const order = `orders.placed.${suffix}`;
   const audit = `audit.logged.${suffix}`;
   const misrouted = `misrouted.${suffix}`;
+  const local = `local.${suffix}`;
+
+  /** In-process handlers beside the brokers: one on the RabbitMQ-routed pattern, one on a pattern kept local. */
+  @Injectable()
+  class Projections {
+    readonly runs: Array<{ pattern: string; id: string }> = [];
+
+    @OnOutboxEvent(order)
+    onOrder(_payload: unknown, context: OutboxEventContext) {
+      this.runs.push({ pattern: context.pattern, id: context.messageId });
+    }
+
+    @OnOutboxEvent(local)
+    onLocal(_payload: unknown, context: OutboxEventContext) {
+      this.runs.push({ pattern: context.pattern, id: context.messageId });
+    }
+  }
+  const runsOf = (id: string) => fx.app.get(Projections).runs.filter((r) => r.id === id).length;
   const patterns = [order, audit];
   let rmqProxy: TcpProxy;
   let natsProxy: TcpProxy;
   let rmq: Awaited<ReturnType<typeof startConsumer>>;
   let nats: Awaited<ReturnType<typeof startConsumer>>;
-  const select = ({ pattern }: OutboxRouteMessage) =>
-    pattern === misrouted ? 'NOPE' : pattern.startsWith('audit.') ? 'AUDIT_NATS' : 'ORDERS_RMQ';
+  const select = ({ pattern }: OutboxRouteMessage) => {
+    if (pattern === local) return null; // in-process handlers only
+    if (pattern === misrouted) return 'NOPE';
+    return pattern.startsWith('audit.') ? 'AUDIT_NATS' : 'ORDERS_RMQ';
+  };
 
   const fx = useOutboxApp('postgres', async ({ defer }) => {
     rmqProxy = await new TcpProxy(SERVICES.rabbitmq.host, SERVICES.rabbitmq.port).start();
@@ -39,9 +67,10 @@ describeWith(['postgres', 'rabbitmq', 'nats'], 'Routing one outbox to RabbitMQ a
     defer(() => nats.close());
     return {
       logger: false,
+      providers: [Projections],
       imports: [
         ClientsModule.register([
-          { name: 'ORDERS_RMQ', ...rmqClientOptions(queue, `amqp://guest:guest@127.0.0.1:${rmqProxy.port}`) },
+          { name: 'ORDERS_RMQ', ...rmqClientOptions(queue, `amqp://guest:guest@127.0.0.1:${rmqProxy.port}`) } as never,
           {
             name: 'AUDIT_NATS',
             transport: Transport.NATS,
@@ -65,7 +94,7 @@ describeWith(['postgres', 'rabbitmq', 'nats'], 'Routing one outbox to RabbitMQ a
       return ids;
     });
   const idsAt = (consumer: typeof rmq, pattern: string) =>
-    consumer.received.filter((r) => r.pattern === pattern).map((r) => r.messageId);
+    consumer.received.filter((r) => r.pattern === pattern).map((r) => r.messageId ?? '(no id)');
   const statusOf = async (id: string) =>
     (await fx.dataSource.query(`SELECT status FROM outbox_messages WHERE message_id = $1`, [id]))[0]?.status;
 
@@ -101,12 +130,23 @@ describeWith(['postgres', 'rabbitmq', 'nats'], 'Routing one outbox to RabbitMQ a
     );
     expect(orderIds.filter((id) => idsAt(rmq, order).includes(id))).toEqual([]);
     expect(await Promise.all(orderIds.map(statusOf))).toEqual(orderIds.map(() => 'pending'));
+    // The in-process handler of the orders does not wait for their broker (a key's first message; the rest wait).
+    await waitFor(() => runsOf(orderIds[0]) === 1, "the first order's in-process handler to run during the cut");
 
     rmqProxy.restore();
     await waitFor(() => orderIds.every((id) => idsAt(rmq, order).includes(id)), 'RabbitMQ to get its messages', 40_000);
     const received = idsAt(rmq, order).filter((id) => orderIds.includes(id));
     expect(received).toEqual(orderIds); // once each, in key order
     expect(await Promise.all(orderIds.map(statusOf))).toEqual(orderIds.map(() => 'sent'));
+    // Retries of the message while RabbitMQ was down skipped the handler that had already been applied.
+    expect(orderIds.map(runsOf)).toEqual(orderIds.map(() => 1));
+  });
+
+  it('a message select() routes to null reaches its in-process handler only', async () => {
+    const [id] = await emitAll([{ pattern: local, n: 1 }]);
+    await waitFor(async () => (await statusOf(id)) === 'sent', 'the local message to be handled');
+    expect(runsOf(id)).toBe(1);
+    expect([...rmq.received, ...nats.received].filter((r) => r.messageId === id)).toEqual([]);
   });
 
   it('a token select() returns that is not in route.clients dead-letters the message with OutboxRouteError', async () => {

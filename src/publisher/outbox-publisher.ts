@@ -7,7 +7,7 @@ import { EventEmitter } from 'node:events';
 import type { ClaimedOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
 import { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxWakeup, resolveWakeup } from '../dialects/resolve-wakeup';
-import { OutboxConfigurationError, OutboxNoDestinationError } from '../errors';
+import { OutboxConfigurationError, OutboxNoDestinationError, OutboxRouteError } from '../errors';
 import { HANDLER_CONCURRENCY, HandlerSlots } from '../handlers/handler-slots';
 import { OutboxHandlerRegistry } from '../handlers/outbox-handler-registry';
 import { runOutboxHandler } from '../handlers/run-outbox-handler';
@@ -300,9 +300,8 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   protected async publish(client: ClientProxy | undefined, row: ClaimedOutboxRow): Promise<void> {
     const message = outgoingMessage(row);
     const parts: DeliveryPart[] = [];
-    if (this.destinations.configured) {
-      parts.push({ kind: 'broker', run: () => this.publishToBroker(client, row, message) });
-    }
+    const broker = this.brokerOf(message);
+    if (broker !== null) parts.push({ kind: 'broker', run: () => this.publishToBroker(client, row, message, broker) });
     for (const handler of this.handlers?.handlersOf(row.pattern) ?? []) {
       const handled = { ...message, attempts: row.attempts };
       parts.push({
@@ -312,11 +311,27 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     }
     if (parts.length === 0) {
       throw new OutboxNoDestinationError(
-        `Message ${row.messageId} (pattern '${row.pattern}') has no destination: this outbox has no \`client\` or ` +
-          `\`route\`, and no @OnOutboxEvent('${row.pattern}') handler. Add the handler (or a broker), then requeue it.`,
+        `Message ${row.messageId} (pattern '${row.pattern}') has no destination: no broker (no \`client\`, or ` +
+          `\`route.select()\` returned null) and no @OnOutboxEvent('${row.pattern}') handler. Add the handler (or ` +
+          'route it to a broker), then requeue it.',
       );
     }
     await deliverToAll(parts);
+  }
+
+  /**
+   * The broker of a message: `null` when it has none (no `client` nor `route`, or `route.select()` returned null),
+   * an `OutboxRouteError` (thrown when the broker part runs) when select() failed.
+   */
+  private brokerOf(message: OutgoingOutboxMessage): BrokerDestination | OutboxRouteError | null {
+    if (!this.destinations.configured) return null;
+    const { messageId, pattern, key, headers } = message;
+    try {
+      return this.destinations.select({ messageId, pattern, key, headers });
+    } catch (error) {
+      if (error instanceof OutboxRouteError) return error;
+      throw error;
+    }
   }
 
   /**
@@ -328,9 +343,9 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     client: ClientProxy | undefined,
     row: ClaimedOutboxRow,
     message: OutgoingOutboxMessage,
+    destination: BrokerDestination | OutboxRouteError,
   ): Promise<void> {
-    const { messageId, pattern, key, headers } = message;
-    const destination = this.destinations.select({ messageId, pattern, key, headers });
+    if (destination instanceof OutboxRouteError) throw destination;
     this.rowDestinations.set(row.seq, destination);
     const transport = destination.client.transport!;
     const target = this.options.route || !client ? this.destinations.clientOf(destination) : client;

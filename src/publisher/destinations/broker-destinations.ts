@@ -72,13 +72,13 @@ export class BrokerDestinations {
   }
 
   /**
-   * The broker of one message: the only one, or the one `route.select()` names. Throws `OutboxRouteError` when
-   * select() throws or returns a token that is not in `route.clients`.
+   * The broker of one message: the only one, or the one `route.select()` names (`null`: none, the message stays in
+   * the process). Throws `OutboxRouteError` when select() throws or returns a token not in `route.clients`.
    */
-  select(message: OutboxRouteMessage): BrokerDestination {
+  select(message: OutboxRouteMessage): BrokerDestination | null {
     const route = this.options.route;
     if (!route) return this.list[0];
-    let token: InjectionToken;
+    let token: InjectionToken | null;
     try {
       token = route.select(message);
     } catch (error) {
@@ -87,13 +87,14 @@ export class BrokerDestinations {
           `${describeError(error)}. Fix select(), then requeue the message if it went dead.`,
       );
     }
+    if (token === null) return null;
     const destination = this.byToken.get(token);
     if (!destination) {
       const known = route.clients.map(tokenName).join(', ');
       throw new OutboxRouteError(
         `OutboxModule route.select() returned ${describeToken(token)} for message ${message.messageId} ` +
           `(pattern '${message.pattern}'), which is not in route.clients (${known}). Return one of those tokens, or ` +
-          'add the client to route.clients; the message is retried and, after retry.maxAttempts, dead-lettered.',
+          'add the client to route.clients (or return null to keep it in the process); the message is retried and, after retry.maxAttempts, dead-lettered.',
       );
     }
     return destination;

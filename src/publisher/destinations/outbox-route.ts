@@ -33,8 +33,10 @@ export interface OutboxRoute {
    * Picks the client of one message (called once per publish attempt, so keep it pure: the same message must go
    * to the same client). Returning a token not in `clients` (or throwing) does not lose the message: the attempt
    * fails with `OutboxRouteError`, is retried with backoff and, after `retry.maxAttempts`, dead-lettered.
-   * Per-key order holds over all of a key's messages, so route by pattern or by key, so that one client's outage
-   * holds back only the keys that have messages for it.
+   * Return `null` for a message that must not leave the process: it goes to its `@OnOutboxEvent()` handlers only
+   * (`undefined` is an error, so a forgotten case is not taken for that). Per-key order holds over all of a key's
+   * messages, so route by pattern or by key, so that one client's outage holds back only the keys that have
+   * messages for it.
    */
-  select: (message: OutboxRouteMessage) => InjectionToken;
+  select: (message: OutboxRouteMessage) => InjectionToken | null;
 }
