@@ -17,7 +17,7 @@ export type {
   OutboxTransportName,
 } from './outbox.options';
 /** The `route` option: several brokers, one picked per message. */
-export type { OutboxRoute, OutboxRouteMessage } from './publisher/destinations/outbox-route';
+export type { OutboxRoute, OutboxRouteMessage } from './publisher/destinations/outbox-route.types';
 /** What `forRoot()` and `forRootAsync()` take, extras (`isGlobal`, `dataSource`) included. */
 export type { OutboxModuleRootOptions, OutboxModuleAsyncOptions } from './outbox.module-definition';
 /** The module-wide `idempotency` defaults, and what `@Idempotent()` takes per handler. */

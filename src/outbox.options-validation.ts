@@ -1,6 +1,6 @@
 import { OutboxConfigurationError } from './errors';
 import { resolveIdempotencyDefaults } from './idempotency/idempotency.options-validation';
-import { checkRoute, isInjectionToken } from './publisher/destinations/route-options-validation';
+import { checkRoute, isInjectionToken } from './publisher/destinations/route.options-validation';
 import {
   DEFAULT_CLEANUP_OPTIONS,
   DEFAULT_PUBLISHER_OPTIONS,

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { InjectionToken } from '@nestjs/common';
 import type { IdempotencyDefaults, ResolvedIdempotencyDefaults } from './idempotency/idempotency.options';
-import type { OutboxRoute } from './publisher/destinations/outbox-route';
+import type { OutboxRoute } from './publisher/destinations/outbox-route.types';
 import type { OutboxTransactionSource } from './transaction/transaction.types';
 
 /** Transports the publisher knows how to stamp with a message id. `auto` picks one from the client's class. */

@@ -5,8 +5,8 @@ import { OutboxRouteError } from '../../errors';
 import type { ResolvedOutboxOptions } from '../../outbox.options';
 import { describeError } from '../../util/describe-error';
 import { PublisherClient } from '../publisher-client';
-import type { OutboxRouteMessage } from './outbox-route';
-import { tokenName } from './route-options-validation';
+import type { OutboxRouteMessage } from './outbox-route.types';
+import { tokenName } from './route.options-validation';
 
 /** One broker a message can be published to: a `ClientProxy` and its state. */
 export interface BrokerDestination {

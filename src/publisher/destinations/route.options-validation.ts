@@ -1,6 +1,6 @@
 import type { InjectionToken } from '@nestjs/common';
 import { OutboxConfigurationError } from '../../errors';
-import type { OutboxRoute } from './outbox-route';
+import type { OutboxRoute } from './outbox-route.types';
 
 function fail(path: string, problem: string, fix: string): never {
   throw new OutboxConfigurationError(`OutboxModule option \`${path}\` ${problem}. ${fix}`);
