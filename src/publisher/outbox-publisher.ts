@@ -339,7 +339,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
    * timeout). A row that carries a trace context is published in a `PRODUCER` span (see `startProducerSpan()`),
    * whose context the message carries on to the consumer.
    */
-  protected async publishToBroker(
+  private async publishToBroker(
     client: ClientProxy | undefined,
     row: ClaimedOutboxRow,
     message: OutgoingOutboxMessage,
