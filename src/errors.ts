@@ -112,6 +112,13 @@ export class OutboxHandlerFailedError extends OutboxError {
 }
 
 /**
+ * Another transaction holds the deduplication record of an in-process handler for this message right now (a
+ * publisher whose lease ran out is still running it). Not a failure of the message: the attempt is given back and
+ * the message retried with backoff; the retry skips the handler if that run committed.
+ */
+export class OutboxHandlerInFlightError extends OutboxError {}
+
+/**
  * A message has nowhere to go: the outbox has no broker (`client` / `route`) and no `@OnOutboxEvent()` handler of
  * its pattern. Retried with backoff (a replica with the handler may take it), then dead-lettered. Fix: add a
  * handler of the pattern, or configure a broker, then requeue the dead letters.

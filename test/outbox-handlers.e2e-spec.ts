@@ -137,3 +137,64 @@ for (const kind of kinds) {
     },
   );
 }
+
+/** Runs of the slow handler in this process, per message id, across both replicas (apps) of the next suite. */
+const slowRuns = new Map<string, number>();
+
+@Injectable()
+class SlowHandler {
+  constructor(private readonly outbox: OutboxService) {}
+
+  /** The first run of a message outlives the claim's lease, so another pass takes the message over meanwhile. */
+  @OnOutboxEvent('Slow')
+  async handle(payload: { ref: string }, context: OutboxEventContext) {
+    const runs = (slowRuns.get(context.messageId) ?? 0) + 1;
+    slowRuns.set(context.messageId, runs);
+    await this.outbox.manager.insert(TestOrder, { reference: `slow:${payload.ref}`, amount: runs });
+    if (runs === 1) await new Promise((resolve) => setTimeout(resolve, 3000));
+  }
+}
+
+for (const kind of ['postgres', 'mariadb'] as DatabaseKind[]) {
+  describeWith(
+    servicesOf(kind),
+    `An in-process handler outliving its lease, two replicas, ${DATABASE_LABEL[kind]}`,
+    () => {
+      const options = {
+        logger: false as const,
+        providers: [SlowHandler],
+        outbox: {
+          client: undefined,
+          publisher: { pollingInterval: 50, publishTimeout: 100, leaseDuration: 1100 },
+          retry: { initialDelay: 50, maxDelay: 200, jitter: 0 },
+        },
+      };
+      const fixture = useOutboxApp(kind, options);
+
+      it('is applied once: the run that takes the message over meanwhile finds the record held and retries later', async () => {
+        await fixture.start(options); // a second replica on the same database
+        const ids = await fixture.outbox.transaction(async () => [
+          await fixture.outbox.emit('Slow', { ref: 'a' }),
+          await fixture.outbox.emit('Slow', { ref: 'b' }),
+        ]);
+        const statusOf = async (id: string) =>
+          (await fixture.dataSource.query(`SELECT status FROM outbox_messages WHERE message_id = '${id}'`))[0]?.status;
+        await waitFor(
+          async () => (await statusOf(ids[0])) === 'sent' && (await statusOf(ids[1])) === 'sent',
+          'both sent',
+        );
+        const attempts = (
+          await fixture.dataSource.query(
+            `SELECT attempts FROM outbox_messages WHERE message_id IN ('${ids[0]}', '${ids[1]}')`,
+          )
+        ).map((r: { attempts: number }) => Number(r.attempts));
+        // Taken over at least once while the first run slept (lease 1.1 s, handler 3 s)...
+        expect(Math.min(...attempts)).toBeGreaterThanOrEqual(2);
+        // ...and yet each handler body ran once and its effect exists once.
+        expect(ids.map((id) => slowRuns.get(id))).toEqual([1, 1]);
+        const rows = await fixture.dataSource.getRepository(TestOrder).find();
+        expect(rows.map((r) => r.reference).sort()).toEqual(['slow:a', 'slow:b']);
+      });
+    },
+  );
+}

@@ -1,4 +1,4 @@
-import { OutboxHandlerFailedError, OutboxNonRetryableError } from '../errors';
+import { OutboxHandlerFailedError, OutboxHandlerInFlightError, OutboxNonRetryableError } from '../errors';
 import type { IdempotencyService } from '../idempotency/idempotency.service';
 import { describeError } from '../util/describe-error';
 import type { OutboxEventContext } from './outbox-event-context';
@@ -26,8 +26,8 @@ export interface HandledMessage {
  * Runs one handler for one message, once: in a transaction of its own (the module's transaction source) that takes
  * the record (`outbox-handler:<name>`, message id) first and writes it with the commit. A record already committed
  * means an earlier attempt applied it: skipped. Resolves `applied` or `skipped`; rejects with
- * `OutboxHandlerFailedError` (the handler threw, or another transaction holds the record right now: retried later)
- * or with the handler's own `OutboxNonRetryableError` (dead at once).
+ * `OutboxHandlerFailedError` (the handler threw), `OutboxHandlerInFlightError` (another transaction holds the record
+ * right now: retried later, the attempt given back) or the handler's own `OutboxNonRetryableError` (dead at once).
  */
 export async function runOutboxHandler(
   idempotency: IdempotencyService,
@@ -38,10 +38,9 @@ export async function runOutboxHandler(
   const begun = await idempotency.begin(scope, message.messageId, FINGERPRINT);
   if (begun.kind === 'stored') return 'skipped';
   if (begun.kind === 'in-flight') {
-    throw new OutboxHandlerFailedError(
+    throw new OutboxHandlerInFlightError(
       `In-process handler ${handler.name} is running message ${message.messageId} in another transaction ` +
         '(a publisher whose lease expired?); retried later, and skipped then if that run committed.',
-      undefined,
     );
   }
   const { attempt } = begun;

@@ -7,7 +7,15 @@ import { EventEmitter } from 'node:events';
 import type { ClaimedOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
 import { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxWakeup, resolveWakeup } from '../dialects/resolve-wakeup';
-import { OutboxConfigurationError, OutboxNoDestinationError, OutboxRouteError } from '../errors';
+import {
+  OutboxConfigurationError,
+  OutboxHandlerInFlightError,
+  OutboxNoDestinationError,
+  OutboxRouteError,
+} from '../errors';
+import { describeFailure } from '../util/describe-error';
+import { errorTypeOf } from '../util/error-type';
+import { retryDelay as computeRetryDelay } from './backoff';
 import { HANDLER_CONCURRENCY, HandlerSlots } from '../handlers/handler-slots';
 import { OutboxHandlerRegistry } from '../handlers/outbox-handler-registry';
 import { runOutboxHandler } from '../handlers/run-outbox-handler';
@@ -367,6 +375,13 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
    * error text is redacted of credentials.
    */
   protected toFailure(row: ClaimedOutboxRow, error: unknown): OutboxFailure {
+    if (error instanceof OutboxHandlerInFlightError) {
+      // Not the message's failure: the attempt is given back (as for an unreachable broker) and retried later.
+      const { seq, attempts } = row;
+      const errorType = errorTypeOf(error);
+      const retryDelay = computeRetryDelay(Math.max(1, attempts - 1), this.options.retry);
+      return { seq, error: describeFailure(error), dead: false, retryDelay, transportUnreachable: true, errorType };
+    }
     const destination = this.rowDestinations.get(row.seq);
     const connected = destination?.client.connected;
     const unreachableStreak = destination?.unreachableStreak ?? this.unreachableStreak;
