@@ -1,4 +1,4 @@
-import { OutboxNonRetryableError } from '../../errors';
+import { OutboxHandlerInFlightError, OutboxNonRetryableError } from '../../errors';
 import { HandlerSlots } from '../../handlers/handler-slots';
 import { deliverToAll } from './deliver-to-all';
 
@@ -32,6 +32,13 @@ describe('deliverToAll()', () => {
     const fatal = new OutboxNonRetryableError('never');
     await expect(deliverToAll([failing('handler', new Error('x')), failing('broker', fatal)])).rejects.toBe(fatal);
   });
+});
+
+it("a handler found running elsewhere decides only when nothing else failed (the broker's failure counts)", async () => {
+  const busy = new OutboxHandlerInFlightError('busy');
+  const broker = new Error('nacked');
+  await expect(deliverToAll([failing('handler', busy), failing('broker', broker)])).rejects.toBe(broker);
+  await expect(deliverToAll([failing('handler', busy), ok('broker')])).rejects.toBe(busy);
 });
 
 describe('HandlerSlots', () => {
