@@ -1,6 +1,13 @@
 import { Injectable } from '@nestjs/common';
-import { OnOutboxEvent, OutboxDeadLetters, OutboxEventContext, OutboxPublisher, OutboxService } from '../src';
-import { useOutboxApp } from './helpers/e2e-fixture';
+import {
+  OnOutboxEvent,
+  OutboxConfigurationError,
+  OutboxDeadLetters,
+  OutboxEventContext,
+  OutboxPublisher,
+  OutboxService,
+} from '../src';
+import { useOutboxApp, useTestDatabase } from './helpers/e2e-fixture';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
 import { TestOrder } from './fixtures/order.entity';
 import { waitFor } from './helpers/ports';
@@ -198,3 +205,27 @@ for (const kind of ['postgres', 'mariadb'] as DatabaseKind[]) {
     },
   );
 }
+
+@Injectable()
+class RenamedTwice {
+  @OnOutboxEvent('Clash', { name: 'clash' })
+  one() {}
+
+  @OnOutboxEvent('Clash', { name: 'clash' })
+  two() {}
+}
+
+describe(`Startup checks of in-process handlers on ${DATABASE_LABEL.sqlite}`, () => {
+  const fixture = useTestDatabase('sqlite');
+
+  it('an outbox with no client, no route and no handler fails startup, naming the fix', async () => {
+    const started = fixture.start({ logger: false, outbox: { client: undefined } });
+    await expect(started).rejects.toThrow(OutboxConfigurationError);
+    await expect(started).rejects.toThrow(/nowhere to deliver messages.*add an @OnOutboxEvent\(\) handler/);
+  });
+
+  it('two handlers of one pattern with one name fail startup, naming the fix', async () => {
+    const started = fixture.start({ logger: false, providers: [RenamedTwice], outbox: { client: undefined } });
+    await expect(started).rejects.toThrow(/Two @OnOutboxEvent\('Clash'\) handlers are named 'clash'.*Give one a name/);
+  });
+});
