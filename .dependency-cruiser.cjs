@@ -8,7 +8,8 @@
  *   3 transaction the ambient transaction: context, runner, source registry, sources
  *   4 transports  per-transport message building, incoming message ids, client resolution
  *   5 idempotency keys: stores per database (idempotency/stores/), service, interceptor
- *   6 relay       publisher loop and pass, failure reporting, cleanup
+ *   6 relay       publisher loop and pass, its destinations, in-process handlers (handlers/), failure reporting,
+ *                 cleanup
  *   7 operating   OutboxService, dead letters, schema check, health, tracing, observability (metrics: they read the
  *                 publisher's events and the dialect's stats), testing kit, console
  *   8 module      outbox.module.ts, index.ts
@@ -33,7 +34,7 @@ const LAYERS = [
   ['^src/transaction/'],
   ['^src/transports/'],
   ['^src/idempotency/'],
-  ['^src/(publisher|cleanup)/'],
+  ['^src/(publisher|cleanup|handlers)/'],
   ['^src/(outbox|health|tracing|observability|testing|console)/'],
   ['^src/(outbox\\.module|index)\\.ts$'],
 ];

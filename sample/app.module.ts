@@ -18,13 +18,15 @@ import { Charge } from './payments/charge.entity';
 import { PaymentsController } from './payments/payments.controller';
 import { Account } from './signups/account.entity';
 import { SignupsController } from './signups/signups.controller';
+import { WelcomeEmail } from './signups/welcome-email.entity';
+import { WelcomeEmails } from './signups/welcome-emails';
 import { MetricsController } from './metrics/metrics.controller';
 import { SamplePrometheus } from './metrics/prometheus';
 
 /** Injection token of the broker client the outbox publishes through. */
 export const BROKER = 'BROKER';
 
-const ENTITIES = [Order, CustomerTotals, Charge, Account];
+const ENTITIES = [Order, CustomerTotals, Charge, Account, WelcomeEmail];
 
 /** The shop: TypeORM + the broker client + the scheduler + the outbox, then the shop's own controllers. */
 @Module({})
@@ -47,7 +49,12 @@ export class SampleAppModule {
         TypeOrmModule.forFeature(ENTITIES),
         ClientsModule.register([{ name: BROKER, ...brokerClientOptions(config.broker) }]),
         ScheduleModule.forRoot(),
-        OutboxModule.forRoot({ client: BROKER, isGlobal: true, metrics: { meterProvider: prometheus.meterProvider } }),
+        OutboxModule.forRoot({
+          // Events go to the broker, except UserSignedUp: it only feeds the in-process WelcomeEmails handler.
+          route: { clients: [BROKER], select: ({ pattern }) => (pattern === 'UserSignedUp' ? null : BROKER) },
+          isGlobal: true,
+          metrics: { meterProvider: prometheus.meterProvider },
+        }),
         // The outbox console at /console: backlog, lag, dead letters, requeue/purge — behind the operator token.
         OutboxConsoleModule.forRoot({
           path: 'console',
@@ -67,6 +74,7 @@ export class SampleAppModule {
         OrdersService,
         DeliveryLog,
         DeliveryLogInterceptor,
+        WelcomeEmails,
         { provide: SamplePrometheus, useValue: prometheus },
       ],
     };

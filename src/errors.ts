@@ -90,3 +90,37 @@ export class OutboxDeadLetterQueryError extends OutboxInvalidMessageError {}
  * operator's credentials), or `allowUnguarded: true` when something in front of the app already protects the path.
  */
 export class OutboxConsoleUnguardedError extends OutboxConfigurationError {}
+
+/**
+ * The `route.select()` function of `OutboxModule` returned a token that is not in `route.clients`, or threw. The
+ * message is not lost: it is retried with backoff and, after `retry.maxAttempts`, dead-lettered with this error
+ * (requeue it once the route is fixed). Fix: return one of the tokens listed in `route.clients`.
+ */
+export class OutboxRouteError extends OutboxError {}
+
+/**
+ * An in-process handler (`@OnOutboxEvent()`) threw; `cause` is what it threw. Its transaction (with its
+ * deduplication record) was rolled back, so the message is retried with backoff like a failed publish.
+ */
+export class OutboxHandlerFailedError extends OutboxError {
+  constructor(
+    message: string,
+    readonly cause: unknown,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Another transaction holds the deduplication record of an in-process handler for this message right now (a
+ * publisher whose lease ran out is still running it). Not a failure of the message: the attempt is given back and
+ * the message retried with backoff; the retry skips the handler if that run committed.
+ */
+export class OutboxHandlerInFlightError extends OutboxError {}
+
+/**
+ * A message has nowhere to go: the outbox has no broker (`client` / `route`) and no `@OnOutboxEvent()` handler of
+ * its pattern. Retried with backoff (a replica with the handler may take it), then dead-lettered. Fix: add a
+ * handler of the pattern, or configure a broker, then requeue the dead letters.
+ */
+export class OutboxNoDestinationError extends OutboxError {}

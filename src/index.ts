@@ -17,6 +17,8 @@ export type {
   OutboxTransportName,
   OutboxCloudEventsOptions,
 } from './outbox.options';
+/** The `route` option: several brokers, one picked per message. */
+export type { OutboxRoute, OutboxRouteMessage } from './publisher/destinations/outbox-route.types';
 /** What `forRoot()` and `forRootAsync()` take, extras (`isGlobal`, `dataSource`) included. */
 export type { OutboxModuleRootOptions, OutboxModuleAsyncOptions } from './outbox.module-definition';
 /** Several outboxes, one per DataSource: inject a named one's `OutboxService` (or another of its providers). */
@@ -66,6 +68,10 @@ export { IDEMPOTENT_REPLAYED_HEADER } from './idempotency/idempotency.options';
 export { getOutboxMessageId } from './transports/incoming-message-id';
 /** Unwraps the envelope that carries the message id on TCP and Redis (`deserializer:` of the consumer). */
 export { OutboxEnvelopeDeserializer } from './transports/outbox-envelope.deserializer';
+/** Runs a provider method for each outbox message of a pattern, after the commit, once, in its own transaction. */
+export { OnOutboxEvent } from './handlers/on-outbox-event.decorator';
+export type { OnOutboxEventOptions } from './handlers/on-outbox-event.decorator';
+export type { OutboxEventContext } from './handlers/outbox-event-context';
 /** Runs a message handler in a CONSUMER span, child of the span active at `emit()`. */
 export { OutboxTraceInterceptor } from './tracing/outbox-trace.interceptor';
 
@@ -144,3 +150,4 @@ export type { ResolvedOutboxOptions } from './outbox.options';
 export type { IdempotencyAttempt, StoredIdempotencyRecord } from './idempotency/idempotency-store';
 export type { ClaimedOutboxRow, OutboxFailure } from './dialects/outbox-dialect';
 export type { ClaimedBatch, BatchOutcome } from './publisher/publish-pass';
+export type { OutgoingOutboxMessage } from './transports/outbox-transport';

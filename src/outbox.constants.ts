@@ -4,6 +4,8 @@ import type { Type } from '@nestjs/common';
 export const OUTBOX_OPTIONS = Symbol('nestjs-outbox:options');
 /** Injection token of the TypeORM `DataSource` the outbox writes to. */
 export const OUTBOX_DATA_SOURCE = Symbol('nestjs-outbox:data-source');
+/** Token of the name of the outbox's DataSource (`'default'` for the default one), as given to `forRoot()`. */
+export const OUTBOX_DATA_SOURCE_NAME = Symbol('nestjs-outbox:data-source-name');
 /** Name under which the publisher's loop is registered in `SchedulerRegistry`. */
 export const OUTBOX_PUBLISHER_JOB = 'nestjs-outbox:publisher';
 /** Default table of outbox rows. */

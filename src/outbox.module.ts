@@ -1,4 +1,5 @@
 import { DynamicModule, Module, type Type } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { OutboxCleanupRegistry } from './scheduling/outbox-cleanup.registry';
 import { OutboxCleanupScheduler } from './cleanup/outbox-cleanup.scheduler';
@@ -6,7 +7,13 @@ import { IdempotencyRecord } from './schema/idempotency-record.entity';
 import { IdempotencyStep } from './schema/idempotency-step.entity';
 import { IdempotencyService } from './idempotency/idempotency.service';
 import { idempotencyOpenApiContractProvider } from './idempotency/openapi-contract';
-import { getOutboxToken, isDefaultDataSource, OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from './outbox.constants';
+import {
+  getOutboxToken,
+  isDefaultDataSource,
+  OUTBOX_DATA_SOURCE,
+  OUTBOX_DATA_SOURCE_NAME,
+  OUTBOX_OPTIONS,
+} from './outbox.constants';
 import {
   OUTBOX_ASYNC_OPTIONS_TYPE,
   OUTBOX_OPTIONS_TYPE,
@@ -28,6 +35,7 @@ import { OutboxHealthIndicator } from './health/outbox-health.indicator';
 import { OutboxTracingLoader } from './tracing/outbox-tracing.loader';
 import { OutboxMetrics } from './observability/outbox-metrics';
 import { namedOutboxProviders } from './util/named-providers';
+import { OutboxHandlerRegistry } from './handlers/outbox-handler-registry';
 
 /** The classes of one outbox (under class tokens for the default DataSource, named tokens otherwise). */
 const OUTBOX_PROVIDERS: readonly Type<unknown>[] = [
@@ -43,6 +51,7 @@ const OUTBOX_PROVIDERS: readonly Type<unknown>[] = [
   OutboxDeadLetters,
   OutboxCleanupScheduler,
   OutboxMetrics,
+  OutboxHandlerRegistry,
 ];
 
 /** The providers an outbox exports (under class tokens for the default DataSource, named tokens otherwise). */
@@ -89,6 +98,7 @@ export class OutboxModule extends OutboxConfigurableModule {
       ...module,
       imports: [
         ...(module.imports ?? []),
+        DiscoveryModule,
         TypeOrmModule.forFeature(
           [OutboxMessage, OutboxKeyLock, IdempotencyRecord, IdempotencyStep, OutboxAttempt],
           dataSourceName,
@@ -102,6 +112,7 @@ export class OutboxModule extends OutboxConfigurableModule {
           inject: [OUTBOX_RAW_OPTIONS],
         },
         { provide: OUTBOX_DATA_SOURCE, useExisting: getDataSourceToken(dataSourceName) },
+        { provide: OUTBOX_DATA_SOURCE_NAME, useValue: dataSourceName ?? 'default' },
         ...(named ? namedOutboxProviders(OUTBOX_PROVIDERS, dataSourceName!) : OUTBOX_PROVIDERS),
         idempotencyOpenApiContractProvider,
       ],

@@ -53,6 +53,18 @@ describe('resolveOutboxOptions', () => {
     expect(resolveOutboxOptions({ client: Broker, transport: 'rmq' }).client).toBe(Broker);
   });
 
+  it('leaves a missing client to the startup check (in-process handlers may be the only destination)', () => {
+    expect(resolveOutboxOptions({}).client).toBeUndefined();
+  });
+
+  it('accepts a route of several clients', () => {
+    const select = () => 'A';
+    expect(resolveOutboxOptions({ route: { clients: ['A', 'B'], select } }).route).toEqual({
+      clients: ['A', 'B'],
+      select,
+    });
+  });
+
   it('does not need a client when the publisher is disabled', () => {
     expect(resolveOutboxOptions({ publisher: { enabled: false } }).client).toBeUndefined();
   });
@@ -63,7 +75,22 @@ describe('resolveOutboxOptions', () => {
   });
 
   it.each([
-    ['a missing client', {}, /`client` is missing.*ClientsModule\.register/],
+    [
+      'route with client',
+      { client: 'B', route: { clients: ['B'], select: (): string => 'B' } },
+      /`route` cannot be given together with `client`/,
+    ],
+    [
+      'an empty route',
+      { route: { clients: [], select: (): string => 'B' } },
+      /`route\.clients` must be a non-empty array/,
+    ],
+    ['a route without select', { route: { clients: ['A'] } }, /`route\.select` must be a function/],
+    [
+      'a route token twice',
+      { route: { clients: ['A', 'A'], select: (): string => 'A' } },
+      /`route\.clients` lists a token twice/,
+    ],
     ['an empty client token', { client: '' }, /`client` must be an injection token/],
     [
       'a batch size of 0',

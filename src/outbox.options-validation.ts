@@ -1,6 +1,7 @@
 import { OutboxConfigurationError } from './errors';
 import { resolveIdempotencyDefaults } from './idempotency/idempotency.options-validation';
 import { isUriReference } from './util/uri-reference';
+import { checkRoute, isInjectionToken } from './publisher/destinations/route.options-validation';
 import {
   DEFAULT_CLEANUP_OPTIONS,
   DEFAULT_PUBLISHER_OPTIONS,
@@ -91,6 +92,7 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
   const raw = checkObject('options', input ?? {});
   checkKnownKeys('', raw, [
     'client',
+    'route',
     'transport',
     'publisher',
     'retry',
@@ -183,19 +185,15 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
   }
 
   const client = raw.client as ResolvedOutboxOptions['client'];
-  if (publisher.enabled) {
-    const ok =
-      typeof client === 'string' ? client.length > 0 : typeof client === 'symbol' || typeof client === 'function';
-    if (!ok) {
-      fail(
-        'client',
-        client === undefined
-          ? 'is missing'
-          : `must be an injection token (string, symbol or class), got ${describe(client)}`,
-        "Register a ClientProxy with ClientsModule.register([{ name: 'BROKER', transport: Transport.RMQ, options }]) and pass `client: 'BROKER'`, or set `publisher: { enabled: false }` in processes that do not publish.",
-      );
-    }
+  // A missing client is checked when the app starts: in-process @OnOutboxEvent() handlers may be the only destination.
+  if (publisher.enabled && client !== undefined && !isInjectionToken(client)) {
+    fail(
+      'client',
+      `must be an injection token (string, symbol or class), got ${describe(client)}`,
+      "Register a ClientProxy with ClientsModule.register([{ name: 'BROKER', transport: Transport.RMQ, options }]) and pass `client: 'BROKER'`, or set `publisher: { enabled: false }` in processes that do not publish.",
+    );
   }
+  const route = checkRoute(raw.route, client);
 
   const transactions = checkTransactions(raw.transactions);
   const schemaCheck = checkBoolean('schemaCheck', raw.schemaCheck, true);
@@ -203,6 +201,7 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
 
   return {
     client,
+    ...(route ? { route } : {}),
     transport: transport as ResolvedOutboxOptions['transport'],
     publisher,
     retry: retryOptions,

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import type { InjectionToken } from '@nestjs/common';
 import type { IdempotencyDefaults, ResolvedIdempotencyDefaults } from './idempotency/idempotency.options';
+import type { OutboxRoute } from './publisher/destinations/outbox-route.types';
 import type { OutboxTransactionSource } from './transaction/transaction.types';
 
 /** Transports the publisher knows how to stamp with a message id. `auto` picks one from the client's class. */
@@ -120,11 +121,21 @@ export interface OutboxRetryOptions {
 export interface OutboxModuleOptions {
   /**
    * Injection token of the `ClientProxy` that events are published through, as registered by the app with
-   * `ClientsModule.register([{ name: TOKEN, transport, options }])`. Required while the publisher is enabled.
+   * `ClientsModule.register([{ name: TOKEN, transport, options }])`. Leave it out (and `route`) when the outbox
+   * only feeds in-process `@OnOutboxEvent()` handlers; one of `client`, `route` or a handler is required while the
+   * publisher is enabled (checked at startup).
+   * @default none
    */
   client?: InjectionToken;
   /**
-   * The client's transport, which decides how the message id travels (AMQP property, NATS header, …).
+   * Several clients instead of one: `select()` picks each message's client among `clients`, all resolved at
+   * startup. Exclusive with `client`. See `OutboxRoute`.
+   * @default none
+   */
+  route?: OutboxRoute;
+  /**
+   * The client's transport, which decides how the message id travels (AMQP property, NATS header, …). With `route`
+   * it applies to every client; leave it out to detect each client's own.
    * @default 'auto' (detected from the client's class)
    */
   transport?: OutboxTransportName | 'auto';
@@ -214,6 +225,7 @@ export interface OutboxModuleExtras {
 /** The options after validation, with every default applied. */
 export interface ResolvedOutboxOptions {
   client?: InjectionToken;
+  route?: OutboxRoute;
   transport: OutboxTransportName | 'auto';
   publisher: Required<OutboxPublisherOptions>;
   retry: Required<OutboxRetryOptions>;

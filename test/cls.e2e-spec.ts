@@ -6,6 +6,7 @@ import { ClsModule } from 'nestjs-cls';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { DataSource, EntityManager } from 'typeorm';
 import {
+  OnOutboxEvent,
   OutboxConfigurationError,
   OutboxMessage,
   OutboxNoTransactionError,
@@ -18,6 +19,7 @@ import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
 import { useOutboxApp, useTestDatabase } from './helpers/e2e-fixture';
+import { waitFor } from './helpers/ports';
 import { describeWith } from './helpers/services';
 
 /** An app service that manages its transactions with @nestjs-cls/transactional only. */
@@ -220,5 +222,43 @@ describe('transactions option validation (SQLite (better-sqlite3))', () => {
     expect(() => resolveOutboxOptions({ client: 'BROKER', transactions: value as 'cls' })).toThrow(
       /option `transactions` must be 'builtin', 'cls' or an OutboxTransactionSource/,
     );
+  });
+});
+
+/** An in-process handler that writes through @nestjs-cls/transactional's TransactionHost only. */
+@Injectable()
+class ClsProjection {
+  runs = 0;
+
+  constructor(private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>) {}
+
+  @OnOutboxEvent('OrderPlaced')
+  async project(payload: { orderId: number }) {
+    this.runs++;
+    await this.txHost.tx.save(TestOrder, { reference: `projected-${payload.orderId}`, amount: 0 });
+    if (this.runs === 1) throw new Error('first run fails after its write');
+  }
+}
+
+describe(`transactions: 'cls' with an in-process @OnOutboxEvent() handler on ${DATABASE_LABEL.sqlite}`, () => {
+  const fx = useOutboxApp('sqlite', {
+    logger: false,
+    imports: clsImports,
+    providers: [OrdersService, ClsProjection],
+    outbox: {
+      client: undefined,
+      transactions: 'cls',
+      publisher: { pollingInterval: 50 },
+      retry: { initialDelay: 20, maxDelay: 50 },
+    },
+  });
+
+  it("runs the handler in a TransactionHost transaction: its failed run's write rolls back, the retry's commits once", async () => {
+    const id = await fx.app.get(OrdersService).place('CLS-1');
+    const repo = fx.dataSource.getRepository(OutboxMessage);
+    await waitFor(async () => (await repo.findOneByOrFail({ messageId: id })).status === 'sent', 'the message handled');
+    const projected = await fx.dataSource.getRepository(TestOrder).countBy({ amount: 0 });
+    expect(fx.app.get(ClsProjection).runs).toBe(2);
+    expect(projected).toBe(1);
   });
 });

@@ -5,6 +5,8 @@ import { lastValueFrom } from 'rxjs';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
 import { BROKER } from '../sample/app.module';
+import { WelcomeEmail } from '../sample/signups/welcome-email.entity';
+import { OutboxService } from '../src';
 import { createSampleApp } from '../sample/app';
 import { parseBrokerUrl, SampleConfig } from '../sample/config';
 import { runDemo } from '../sample/demo';
@@ -356,6 +358,19 @@ for (const setup of setups) {
         );
         const accounts = await app.get(DataSource).query('SELECT COUNT(*) AS n FROM shop_accounts');
         expect(Number(accounts[0].n)).toBe(1);
+      });
+
+      it('records one welcome e-mail per account, after the commit, through the in-process handler', async () => {
+        const { body } = await http()
+          .post('/signups')
+          .set('Idempotency-Key', 'su-welcome')
+          .send({ email: 'grace@example.com' })
+          .expect(201);
+        await http().post('/signups').set('Idempotency-Key', 'su-welcome').send({ email: 'grace@example.com' });
+        const emails = () => app.get(DataSource).getRepository(WelcomeEmail).findBy({ email: 'grace@example.com' });
+        await waitFor(async () => (await emails()).length > 0, 'the welcome e-mail');
+        await app.get(OutboxService).flush();
+        expect((await emails()).map((e) => e.accountId)).toEqual([body.id]);
       });
     });
 

@@ -18,6 +18,8 @@ import {
   OutboxModule,
   OutboxPublishedEvent,
   OutboxPublisher,
+  OnOutboxEvent,
+  OutboxEventContext,
   OutboxService,
 } from '../src';
 import { OutboxConfigurationError } from '../src/errors';
@@ -523,6 +525,30 @@ describeWith(['postgres', 'rabbitmq'], 'Two outboxes in one PostgreSQL database,
   });
 });
 
+/** In-process handlers bound to one outbox or the other: each outbox runs only its own. */
+@Injectable()
+class Ledger {
+  readonly orders: string[] = [];
+  readonly invoices: string[] = [];
+  readonly invoicesOnDefault: string[] = [];
+
+  @OnOutboxEvent(ORDER_PLACED)
+  order(_payload: unknown, context: OutboxEventContext): void {
+    this.orders.push(context.messageId);
+  }
+
+  @OnOutboxEvent(INVOICE_ISSUED, { dataSource: 'billing' })
+  invoice(_payload: unknown, context: OutboxEventContext): void {
+    this.invoices.push(context.messageId);
+  }
+
+  /** Bound to the default outbox, which never holds an invoice: must never run. */
+  @OnOutboxEvent(INVOICE_ISSUED)
+  invoiceOnDefault(_payload: unknown, context: OutboxEventContext): void {
+    this.invoicesOnDefault.push(context.messageId);
+  }
+}
+
 describeWith(['rabbitmq'], 'Two outboxes on SQLite, one file per DataSource', () => {
   let ordersDb: TestDatabase;
   let billingDb: TestDatabase;
@@ -559,7 +585,7 @@ describeWith(['rabbitmq'], 'Two outboxes on SQLite, one file per DataSource', ()
         OutboxModule.forRoot({ dataSource: 'billing', client: 'BILLING_BROKER', publisher: relay }),
       ],
       controllers: [InvoicesController],
-      providers: [Shop],
+      providers: [Shop, Ledger],
     })
     class SqliteShopModule {}
     const moduleRef = await Test.createTestingModule({ imports: [SqliteShopModule] }).compile();
@@ -593,6 +619,23 @@ describeWith(['rabbitmq'], 'Two outboxes on SQLite, one file per DataSource', ()
     );
     expect(recorders.orders.messages.map((m) => m.messageId).sort()).toEqual([...orderIds].sort());
     expect(recorders.billing.messages.map((m) => m.messageId).sort()).toEqual([...invoiceIds].sort());
+  });
+
+  it('runs each in-process handler only for the messages of the outbox it is bound to, once each', async () => {
+    const shop = app.get(Shop);
+    const ledger = app.get(Ledger);
+    const orderIds = [await shop.placeOrder(`h-order-${suffix}`), await shop.placeOrder(`h-order2-${suffix}`, 'hk')];
+    const invoiceIds = [await shop.issueInvoice(`h-inv-${suffix}`), await shop.issueInvoice(`h-inv2-${suffix}`, 'hk')];
+    await waitFor(
+      () =>
+        orderIds.every((id) => ledger.orders.includes(id)) && invoiceIds.every((id) => ledger.invoices.includes(id)),
+      'each handler ran for its outbox',
+    );
+    for (const id of orderIds) expect(ledger.orders.filter((x) => x === id)).toHaveLength(1);
+    for (const id of invoiceIds) expect(ledger.invoices.filter((x) => x === id)).toHaveLength(1);
+    expect(ledger.invoices.filter((id) => orderIds.includes(id))).toEqual([]);
+    expect(ledger.orders.filter((id) => invoiceIds.includes(id))).toEqual([]);
+    expect(ledger.invoicesOnDefault).toEqual([]);
   });
 
   it('@Idempotent({ dataSource: "billing" }) records the key in the billing file, not in the default one', async () => {

@@ -3,6 +3,7 @@ import { Idempotent, OutboxService } from 'nestjs-outbox';
 import { isUniqueViolation } from '../http/unique-violation';
 import { Account } from './account.entity';
 import { SignupDto } from './signup.dto';
+import type { UserSignedUp } from './welcome-emails';
 
 /** Case 4: a mobile client retrying a flaky sign-up must not get two accounts. */
 @Controller('signups')
@@ -24,6 +25,9 @@ export class SignupsController {
     if (await manager.existsBy(Account, { email })) throw conflict();
     try {
       const account = await manager.save(manager.create(Account, { email }));
+      // Committed with the account; WelcomeEmails (an in-process @OnOutboxEvent handler) records the e-mail after.
+      const event: UserSignedUp = { accountId: account.id, email: account.email };
+      await this.outbox.emit('UserSignedUp', event, { key: account.id });
       return { id: account.id, email: account.email };
     } catch (error) {
       if (isUniqueViolation(error)) throw conflict();

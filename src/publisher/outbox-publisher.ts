@@ -7,7 +7,19 @@ import { EventEmitter } from 'node:events';
 import type { ClaimedOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
 import { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxWakeup, resolveWakeup } from '../dialects/resolve-wakeup';
-import { OutboxConfigurationError } from '../errors';
+import {
+  OutboxConfigurationError,
+  OutboxHandlerInFlightError,
+  OutboxNoDestinationError,
+  OutboxRouteError,
+} from '../errors';
+import { describeFailure } from '../util/describe-error';
+import { errorTypeOf } from '../util/error-type';
+import { retryDelay as computeRetryDelay } from './backoff';
+import { HANDLER_CONCURRENCY, HandlerSlots } from '../handlers/handler-slots';
+import { OutboxHandlerRegistry } from '../handlers/outbox-handler-registry';
+import { runOutboxHandler } from '../handlers/run-outbox-handler';
+import { IdempotencyService } from '../idempotency/idempotency.service';
 import type { OutboxPublisherEvents, OutboxRequeuedEvent } from '../events/publisher-events';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
 import { outboxLogContext, type OutboxResourceNames } from '../scheduling/outbox-resource-names';
@@ -31,6 +43,9 @@ import {
   writeOutcome,
 } from './publish-pass';
 import { PublisherClient } from './publisher-client';
+import { BrokerDestination, BrokerDestinations } from './destinations/broker-destinations';
+import { DeliveryPart, deliverToAll } from './destinations/deliver-to-all';
+import type { OutgoingOutboxMessage } from '../transports/outbox-transport';
 import { PublisherEventEmitter } from './publisher-event-emitter';
 import { PublisherLoop } from './publisher-loop';
 import { startProducerSpan } from './producer-span';
@@ -64,7 +79,11 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   private readonly passes = new SerialQueue();
   private readonly loop: PublisherLoop;
   private readonly emitter: PublisherEventEmitter;
-  private readonly client: PublisherClient;
+  /** The brokers: none (in-process handlers only), the `client`, or the `route.clients`. */
+  private readonly destinations: BrokerDestinations;
+  /** The broker each row of a batch in flight was published to (by `seq`), for the per-broker backoff streaks. */
+  private readonly rowDestinations = new Map<string, BrokerDestination>();
+  private readonly handlerSlots = new HandlerSlots(HANDLER_CONCURRENCY);
   private readonly failures: PublishFailureLog;
   private wakeup?: OutboxWakeup;
   /**
@@ -78,10 +97,12 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     protected readonly database: OutboxDatabase,
     protected readonly moduleRef: ModuleRef,
     @Optional() protected readonly schedulerRegistry?: SchedulerRegistry,
+    @Optional() protected readonly handlers?: OutboxHandlerRegistry,
+    @Optional() protected readonly idempotency?: IdempotencyService,
   ) {
     this.logger = new Logger(outboxLogContext('OutboxPublisher', database.name));
     this.emitter = new PublisherEventEmitter(this.events, this.logger);
-    this.client = new PublisherClient(moduleRef, options);
+    this.destinations = new BrokerDestinations(moduleRef, options);
     this.failures = new PublishFailureLog(this.logger, (event, payload) => this.emitEvent(event, payload));
     this.loop = new PublisherLoop(
       {
@@ -109,7 +130,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
 
   /** The transport messages are built for (`rmq`, `tcp`, …), once the client has been resolved. */
   get transportName(): OutboxTransportName | undefined {
-    return this.client.transport?.name;
+    return this.destinations.primary?.client.transport?.name;
   }
 
   /** Subscribes to a publisher event. */
@@ -140,7 +161,8 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    if (this.options.client !== undefined) this.resolveClient();
+    this.destinations.resolveAll();
+    if (this.options.publisher.enabled) this.checkDestinations();
     const { dataSource, dialect, table } = this.database;
     await runOnConnection(dataSource, (m) => dialect.prepare(m, table));
     if (this.options.publisher.notify) {
@@ -166,7 +188,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     this.loop.stop(this.schedulerRegistry, this.jobName);
     await this.wakeup?.close();
     await this.loop.drain();
-    this.client.close();
+    this.destinations.close();
     await this.database.dialect.dispose(this.database.dataSource);
   }
 
@@ -188,7 +210,8 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
 
   /** Runs publish passes until no due row is left (bounded by one pass when nothing is due). For tests and scripts. */
   async flush(): Promise<number> {
-    this.resolveClient();
+    this.checkDestinations();
+    this.destinations.resolveAll();
     let total = 0;
     for (;;) {
       const result = await this.runPass();
@@ -222,14 +245,16 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
 
   /** Claims up to `batchSize` due rows under a new owner token. */
   protected async claimBatch(): Promise<ClaimedBatch | undefined> {
-    this.resolveClient();
+    this.checkDestinations();
+    this.destinations.resolveAll();
     return claimDueRows(this.database, this.options.publisher);
   }
 
   /** Publishes a claimed batch and writes its outcome back. */
   protected async settle({ owner, rows, leaseDeadline }: ClaimedBatch): Promise<OutboxPassResult> {
-    await this.client.transport!.ready?.();
-    const outcome = await this.publishBatch(this.resolveClient(), rows, leaseDeadline);
+    await this.destinations.ready();
+    const primary = this.destinations.primary;
+    const outcome = await this.publishBatch(primary && this.destinations.clientOf(primary), rows, leaseDeadline);
     return this.complete(owner, rows, outcome);
   }
 
@@ -239,7 +264,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
    * than `publishTimeout` left.
    */
   protected async publishBatch(
-    client: ClientProxy,
+    client: ClientProxy | undefined,
     rows: ClaimedOutboxRow[],
     leaseDeadline: number,
   ): Promise<BatchOutcome> {
@@ -278,23 +303,74 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     }
     if (outcome.sent.length > 0) this.unreachableStreak = 0;
     else if (failures.some((f) => f.transportUnreachable)) this.unreachableStreak++;
+    this.updateStreaks(outcome);
     for (const { row, failure } of outcome.failures) this.reportPublishFailure(row, failure);
     this.reportBatchFailures(outcome);
     return { claimed: rows.length, published: marked, failed: failures.length, fenced, released };
   }
 
   /**
-   * Publishes one row and resolves once the transport has confirmed it (or rejects on error / timeout). A row that
-   * carries a trace context is published in a `PRODUCER` span (see `startProducerSpan()`), whose context the
-   * message carries on to the consumer.
+   * Delivers one row to all of its destinations and resolves once every one succeeded: its broker (the `client`,
+   * or the one `route.select()` picks), confirmed by the transport, and each `@OnOutboxEvent()` handler of its
+   * pattern, run once in its own transaction with its deduplication record (a handler an earlier attempt applied is
+   * skipped). Rejects with the failure that decides the row's fate (see `deliverToAll()`).
    */
-  protected async publish(client: ClientProxy, row: ClaimedOutboxRow): Promise<void> {
-    const transport = this.client.transport!;
+  protected async publish(client: ClientProxy | undefined, row: ClaimedOutboxRow): Promise<void> {
     const message = outgoingMessage(row);
+    const parts: DeliveryPart[] = [];
+    const broker = this.brokerOf(message);
+    if (broker !== null) parts.push({ kind: 'broker', run: () => this.publishToBroker(client, row, message, broker) });
+    for (const handler of this.handlers?.handlersOf(row.pattern) ?? []) {
+      const handled = { ...message, attempts: row.attempts };
+      parts.push({
+        kind: 'handler',
+        run: () => this.handlerSlots.run(() => runOutboxHandler(this.idempotency!, handler, handled)),
+      });
+    }
+    if (parts.length === 0) {
+      throw new OutboxNoDestinationError(
+        `Message ${row.messageId} (pattern '${row.pattern}') has no destination: no broker (no \`client\`, or ` +
+          `\`route.select()\` returned null) and no @OnOutboxEvent('${row.pattern}') handler. Add the handler (or ` +
+          'route it to a broker), then requeue it.',
+      );
+    }
+    await deliverToAll(parts);
+  }
+
+  /**
+   * The broker of a message: `null` when it has none (no `client` nor `route`, or `route.select()` returned null),
+   * an `OutboxRouteError` (thrown when the broker part runs) when select() failed.
+   */
+  private brokerOf(message: OutgoingOutboxMessage): BrokerDestination | OutboxRouteError | null {
+    if (!this.destinations.configured) return null;
+    const { messageId, pattern, key, headers } = message;
+    try {
+      return this.destinations.select({ messageId, pattern, key, headers });
+    } catch (error) {
+      if (error instanceof OutboxRouteError) return error;
+      throw error;
+    }
+  }
+
+  /**
+   * Publishes one row to its broker and resolves once the transport has confirmed it (or rejects on error /
+   * timeout). A row that carries a trace context is published in a `PRODUCER` span (see `startProducerSpan()`),
+   * whose context the message carries on to the consumer.
+   */
+  private async publishToBroker(
+    client: ClientProxy | undefined,
+    row: ClaimedOutboxRow,
+    message: OutgoingOutboxMessage,
+    destination: BrokerDestination | OutboxRouteError,
+  ): Promise<void> {
+    if (destination instanceof OutboxRouteError) throw destination;
+    this.rowDestinations.set(row.seq, destination);
+    const transport = destination.client.transport!;
+    const target = this.options.route || !client ? this.destinations.clientOf(destination) : client;
     const span = startProducerSpan(message, transport.name);
     try {
       const record = transport.toRecord(message);
-      await dispatchWithin(client, row.pattern, record, this.options.publisher.publishTimeout);
+      await dispatchWithin(target, row.pattern, record, this.options.publisher.publishTimeout);
     } catch (error) {
       span?.fail(error);
       throw error;
@@ -309,8 +385,55 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
    * error text is redacted of credentials.
    */
   protected toFailure(row: ClaimedOutboxRow, error: unknown): OutboxFailure {
-    const { connected } = this.client;
-    return failureOf(row, error, this.options.retry, { connected, unreachableStreak: this.unreachableStreak });
+    if (error instanceof OutboxHandlerInFlightError) {
+      // Not the message's failure: the attempt is given back (as for an unreachable broker) and retried later.
+      const { seq, attempts } = row;
+      const errorType = errorTypeOf(error);
+      const retryDelay = computeRetryDelay(Math.max(1, attempts - 1), this.options.retry);
+      return { seq, error: describeFailure(error), dead: false, retryDelay, transportUnreachable: true, errorType };
+    }
+    const destination = this.rowDestinations.get(row.seq);
+    const connected = destination?.client.connected;
+    const unreachableStreak = destination?.unreachableStreak ?? this.unreachableStreak;
+    return failureOf(row, error, this.options.retry, { connected, unreachableStreak });
+  }
+
+  /**
+   * Per broker: a batch in which it confirmed a message resets its unreachable streak; one in which it took none
+   * and could not be reached grows it. A broker that is down so backs off on its own, whatever the others do.
+   */
+  private updateStreaks(outcome: BatchOutcome): void {
+    const seen = new Map<BrokerDestination, { sent: boolean; unreachable: boolean }>();
+    const note = (seq: string, sent: boolean, unreachable: boolean) => {
+      const destination = this.rowDestinations.get(seq);
+      this.rowDestinations.delete(seq);
+      if (!destination) return;
+      const entry = seen.get(destination) ?? { sent: false, unreachable: false };
+      entry.sent ||= sent;
+      entry.unreachable ||= unreachable;
+      seen.set(destination, entry);
+    };
+    for (const row of outcome.sent) note(row.seq, true, false);
+    for (const { row, failure } of outcome.failures) note(row.seq, false, failure.transportUnreachable === true);
+    for (const row of outcome.unstarted) this.rowDestinations.delete(row.seq);
+    for (const [destination, { sent, unreachable }] of seen) {
+      if (sent) destination.unreachableStreak = 0;
+      else if (unreachable) destination.unreachableStreak++;
+    }
+  }
+
+  /**
+   * Fails when the outbox has nowhere to deliver: no `client`, no `route` and no `@OnOutboxEvent()` handler
+   * (`OutboxConfigurationError` naming the fix). Called at startup while the publisher is enabled.
+   */
+  protected checkDestinations(): void {
+    if (this.destinations.configured || (this.handlers?.size ?? 0) > 0) return;
+    throw new OutboxConfigurationError(
+      'OutboxModule has nowhere to deliver messages: no `client`, no `route` and no @OnOutboxEvent() handler. ' +
+        "Pass `client: <token of a ClientsModule client>` to forRoot() (e.g. ClientsModule.register([{ name: 'BROKER', " +
+        "transport: Transport.RMQ, options }]) and `client: 'BROKER'`), add an @OnOutboxEvent() handler, or set " +
+        '`publisher: { enabled: false }` in processes that do not publish.',
+    );
   }
 
   /** A failed message: dead (error line, `dead` event) or retried (debug line, `retry` event). */
@@ -338,8 +461,15 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     this.failures.passFailed(error);
   }
 
-  /** The `ClientProxy` named by the `client` option, looked up once (throws `OutboxConfigurationError` if none). */
+  /**
+   * The `ClientProxy` named by the `client` option (or the first of `route.clients`), looked up once (throws
+   * `OutboxConfigurationError` if none).
+   */
   protected resolveClient(): ClientProxy {
-    return this.client.resolve();
+    const primary = this.destinations.primary;
+    if (!primary) this.checkDestinations();
+    return primary
+      ? this.destinations.clientOf(primary)
+      : new PublisherClient(this.moduleRef, { transport: 'auto' }).resolve();
   }
 }

@@ -24,6 +24,8 @@ export class PublisherClient {
     private readonly moduleRef: ModuleRef,
     private readonly options: Pick<ResolvedOutboxOptions, 'client' | 'transport'> &
       Partial<Pick<ResolvedOutboxOptions, 'cloudEvents'>>,
+    /** How errors name the option the token came from (`route.clients[1]` for a routed client). */
+    private readonly optionName = 'client',
   ) {}
 
   /** The client, looked up on first use; throws `OutboxConfigurationError` naming the fix when it cannot be. */
@@ -42,14 +44,14 @@ export class PublisherClient {
     } catch {
       const name = String(typeof token === 'function' ? token.name : token);
       throw new OutboxConfigurationError(
-        `OutboxModule option \`client\` names ${name}, but no provider with that token exists. Register it with ` +
+        `OutboxModule option \`${this.optionName}\` names ${name}, but no provider with that token exists. Register it with ` +
           'ClientsModule.register([{ name: <token>, transport, options }]) in a module the app imports.',
       );
     }
     if (typeof (client as ClientProxy)?.emit !== 'function') {
       const kind = (client as object)?.constructor?.name ?? typeof client;
       throw new OutboxConfigurationError(
-        `OutboxModule option \`client\` resolves to ${kind}, which is not a ClientProxy.`,
+        `OutboxModule option \`${this.optionName}\` resolves to ${kind}, which is not a ClientProxy.`,
       );
     }
     this.outboxTransport = withCloudEvents(resolveTransport(this.options.transport, client), this.options.cloudEvents);

@@ -120,6 +120,11 @@ declare interface OrderPlaced {
   orderId: number;
   amount: number;
 }
+declare class WelcomeEmail {
+  id: number;
+  accountId: string;
+  email: string;
+}
 declare class OperatorGuard {
   canActivate(context: unknown): boolean;
 }
