@@ -20,6 +20,27 @@ class Note {
 /** Runs per ref, and refs whose handler throws once after its write. */
 const seen = { runs: new Map<string, number>(), failOnce: new Set<string>() };
 
+/**
+ * The refs of the messages the consumer acknowledged, observed on amqplib's Channel.ack (called through): a note is
+ * visible at the commit, a moment before its message is acked, so a test waits for the ack before it closes the app.
+ */
+const acked = new Set<string>();
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const amqpChannel = (require('amqplib/lib/channel_model') as { Channel: { prototype: { ack: AckFn } } }).Channel;
+type AckFn = (this: unknown, message: { content: Buffer }, ...rest: unknown[]) => unknown;
+const realAck = amqpChannel.prototype.ack;
+amqpChannel.prototype.ack = function (this: unknown, message, ...rest) {
+  try {
+    acked.add((JSON.parse(message.content.toString()) as { data: { ref: string } }).data.ref);
+  } catch {
+    // not one of this suite's messages
+  }
+  return realAck.call(this, message, ...rest);
+};
+afterAll(() => {
+  amqpChannel.prototype.ack = realAck;
+});
+
 @Controller()
 class NoteConsumer {
   constructor(private readonly outbox: OutboxService) {}
@@ -131,6 +152,7 @@ for (const kind of kinds) {
         expect(await ds.getRepository(IdempotencyRecord).count()).toBe(0);
         expect(noIdWarnings()).toHaveLength(1);
         expect(noIdWarnings()[0]).toContain('transaction');
+        await waitFor(() => acked.has(`ok-2-${kind}`), 'the second message to be acknowledged');
         // Both were acknowledged: with the consumer gone, nothing comes back to the queue.
         const after = await stop();
         expect(after).toMatchObject({ messageCount: 0, consumerCount: 0 });
@@ -147,6 +169,7 @@ for (const kind of kinds) {
         expect(seen.runs.get(ref)).toBe(2);
         // The failed attempt's insert was rolled back: one row, from the second attempt.
         expect(await notes(ds, ref)).toBe(1);
+        await waitFor(() => acked.has(ref) && acked.has(`after-${kind}`), 'both messages to be acknowledged');
         const after = await stop();
         expect(after).toMatchObject({ messageCount: 0, consumerCount: 0 });
         // Reopened: nothing is redelivered (a marker published now is the next and only delivery).
@@ -155,6 +178,7 @@ for (const kind of kinds) {
         await waitFor(async () => (await notes(again, `marker-${kind}`)) === 1, 'the marker to be applied');
         expect([...seen.runs.keys()].sort()).toEqual([`after-${kind}`, ref, `marker-${kind}`].sort());
         expect(seen.runs.get(ref)).toBe(2);
+        await waitFor(() => acked.has(`marker-${kind}`), 'the marker to be acknowledged');
         expect((await stop()).messageCount).toBe(0);
       });
     },
