@@ -13,8 +13,8 @@ const DURATION_S = Number(process.env.BENCH_DURATION ?? 2);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 8);
 const CONNECTIONS = 10;
 
-type Variant = 'plain' | 'idempotent' | 'node-idempotency';
-const VARIANTS: Variant[] = ['plain', 'idempotent', 'node-idempotency'];
+type Variant = 'plain' | 'idempotent' | 'minimal' | 'node-idempotency';
+const VARIANTS: Variant[] = ['plain', 'idempotent', 'minimal', 'node-idempotency'];
 
 interface Run {
   rps: number;
@@ -68,9 +68,10 @@ async function load(server: ChildProcess, base: string, variant: Variant, second
 }
 
 /**
- * `@Idempotent()` against the same POST handler (one insert in a transaction on PostgreSQL) without the decorator
- * and with `@node-idempotency/nestjs` on Redis. Short runs are interleaved, their order rotated every round, so drift
- * on a shared machine hits all three alike; mean throughputs are compared. The server's CPU time per request is
+ * `@Idempotent()` against the same POST handler (one insert in a transaction on PostgreSQL) without the decorator,
+ * with a hand-written interceptor doing the minimum for the same guarantees (`idempotency-http.minimal.ts`) and
+ * with `@node-idempotency/nestjs` on Redis. Short runs are interleaved, their order rotated every round, so drift
+ * on a shared machine hits all four alike; mean throughputs are compared. The server's CPU time per request is
  * reported too: it is the figure least disturbed by other load on the machine.
  */
 const bench: Bench = async (): Promise<BenchResult> => {
@@ -88,7 +89,7 @@ const bench: Bench = async (): Promise<BenchResult> => {
     const base = `http://127.0.0.1:${port}`;
     for (const variant of VARIANTS) await load(server, base, variant, 1); // warm-up (JIT, pools, Redis connection)
 
-    const runs: Record<Variant, Run[]> = { plain: [], idempotent: [], 'node-idempotency': [] };
+    const runs: Record<Variant, Run[]> = { plain: [], idempotent: [], minimal: [], 'node-idempotency': [] };
     for (let round = 0; round < ROUNDS; round++) {
       // Short runs, the order rotated every round: a load spike on this shared machine hits every variant alike.
       const order = VARIANTS.map((_, i) => VARIANTS[(i + round) % VARIANTS.length]);
@@ -101,6 +102,7 @@ const bench: Bench = async (): Promise<BenchResult> => {
     const cpu = (v: Variant) => Math.round(median(runs[v].map((r) => r.cpuUs)));
     const plain = rps('plain');
     const idempotent = rps('idempotent');
+    const minimal = rps('minimal');
     const peer = rps('node-idempotency');
     const round2 = (x: number) => Math.round(x * 100) / 100;
     return {
@@ -116,15 +118,20 @@ const bench: Bench = async (): Promise<BenchResult> => {
         plain_rps: Math.round(plain),
         idempotent_rps: Math.round(idempotent),
         node_idempotency_rps: Math.round(peer),
+        minimal_rps: Math.round(minimal),
         ratio_vs_plain: round2(idempotent / plain),
+        ratio_vs_minimal: round2(idempotent / minimal),
         ratio_vs_node_idempotency: round2(idempotent / peer),
+        minimal_vs_plain: round2(minimal / plain),
         plain_p99_ms: p99('plain'),
         idempotent_p99_ms: p99('idempotent'),
+        minimal_p99_ms: p99('minimal'),
         node_idempotency_p99_ms: p99('node-idempotency'),
         plain_cpu_us_per_req: cpu('plain'),
         idempotent_cpu_us_per_req: cpu('idempotent'),
+        minimal_cpu_us_per_req: cpu('minimal'),
         node_idempotency_cpu_us_per_req: cpu('node-idempotency'),
-        errors: bad('plain') + bad('idempotent') + bad('node-idempotency'),
+        errors: VARIANTS.reduce((sum, v) => sum + bad(v), 0),
         connections: CONNECTIONS,
         duration_s: DURATION_S,
         rounds: ROUNDS,
