@@ -54,7 +54,9 @@ export class MinimalIdempotencyInterceptor implements NestInterceptor {
     if (typeof key !== 'string' || key.length === 0 || key.length > 255) {
       throw new BadRequestException('Idempotency-Key required');
     }
-    const hash = createHash('sha256').update(stable([request.method, request.path, request.body])).digest();
+    const hash = createHash('sha256')
+      .update(stable([request.method, request.path, request.body]))
+      .digest();
     const fingerprint = hash.toString('hex');
     const keyLock = createHash('sha256').update(`${TABLE}\u0000\u0000${key}`).digest().readBigInt64BE(0);
     const requestLock = BigInt.asIntN(64, keyLock ^ hash.readBigInt64BE(0));
