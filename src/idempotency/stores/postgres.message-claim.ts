@@ -13,6 +13,13 @@ import {
   toStored,
 } from '../idempotency-store';
 
+/**
+ * Now on the database clock in epoch milliseconds, as the dialect's `nowMs` but through `date_part` (double
+ * precision) rather than `extract` (numeric since PostgreSQL 14): the same value, measurably less backend CPU in the
+ * one statement a delivery adds.
+ */
+const CHEAP_NOW_MS = `(date_part('epoch', clock_timestamp()) * 1000)::bigint`;
+
 /** TypeORM's view of whether its runner is inside a transaction. */
 type RunnerState = { isTransactionActive: boolean; transactionDepth: number };
 
@@ -38,11 +45,11 @@ export class PostgresMessageClaim {
     const dialect = config.dialect as unknown as SqlOutboxDialect;
     const q = (c: string) => dialect.quote(c);
     const table = dialect.quoteTable(config.table);
-    const now = dialect.nowMs;
+    const now = CHEAP_NOW_MS;
     this.sql = {
       insert: `
         INSERT INTO ${table} (${['scope', 'idempotency_key', 'fingerprint', 'created_at', 'expires_at'].map(q).join(', ')})
-        SELECT `,
+        VALUES (`,
       conflict: `
         ON CONFLICT (${q('scope')}, ${q('idempotency_key')}) DO UPDATE
         SET ${['fingerprint', 'created_at', 'expires_at'].map((c) => `${q(c)} = EXCLUDED.${q(c)}`).join(', ')},
@@ -63,12 +70,11 @@ export class PostgresMessageClaim {
   async claim(scope: string, key: string, fingerprint: string, ttl: number): Promise<IdempotencyBegin> {
     const runner = this.config.dataSource.createQueryRunner();
     const client = (await runner.connect()) as PoolClient;
-    const now = (this.config.dialect as unknown as SqlOutboxDialect).nowMs;
     let results: Array<{ rows: any[] }>;
     try {
       results = (await client.query(
         `BEGIN; ${this.sql.insert}${client.escapeLiteral(scope)}, ${client.escapeLiteral(key)}, ` +
-          `${client.escapeLiteral(fingerprint)}, n.ms, n.ms + ${Math.floor(ttl)} FROM (SELECT ${now} AS ms) AS n` +
+          `${client.escapeLiteral(fingerprint)}, ${CHEAP_NOW_MS}, ${CHEAP_NOW_MS} + ${Math.floor(ttl)})` +
           this.sql.conflict,
       )) as unknown as Array<{ rows: any[] }>;
     } catch (error) {
