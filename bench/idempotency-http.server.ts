@@ -1,16 +1,18 @@
 /**
  * The HTTP app measured by `idempotency-http.bench.ts`, run in a child process so the load generator does not share
  * its event loop. Three routes with the same handler body — one insert in a transaction on PostgreSQL:
- * `/plain` (no decorator), `/idempotent` (this library's `@Idempotent()`), `/node-idempotency`
+ * `/plain` (no decorator), `/idempotent` (this library's `@Idempotent()`), `/minimal` (the hand-written
+ * interceptor of `idempotency-http.minimal.ts`: the least work for the same guarantees), `/node-idempotency`
  * (`@node-idempotency/nestjs` on its Redis store). Reports its port to the parent over IPC.
  */
 import 'reflect-metadata';
-import { Body, Controller, HttpCode, Module, Post } from '@nestjs/common';
+import { Body, Controller, HttpCode, Module, Post, UseInterceptors } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { Idempotent as NodeIdempotent, NodeIdempotencyModule } from '@node-idempotency/nestjs';
 import { Idempotent, OutboxModule, OutboxService } from '../src';
 import { TestOrder } from '../test/fixtures/order.entity';
+import { MinimalIdempotencyInterceptor } from './idempotency-http.minimal';
 
 interface OrderBody {
   reference: string;
@@ -38,6 +40,13 @@ class BenchController {
   @HttpCode(201)
   @Idempotent()
   idempotent(@Body() body: OrderBody) {
+    return this.place(body);
+  }
+
+  @Post('minimal')
+  @HttpCode(201)
+  @UseInterceptors(MinimalIdempotencyInterceptor)
+  minimal(@Body() body: OrderBody) {
     return this.place(body);
   }
 

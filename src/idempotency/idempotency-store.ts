@@ -63,6 +63,12 @@ export type IdempotencyBegin =
 export interface IdempotencyStore {
   begin(scope: string, key: string, fingerprint: string): Promise<IdempotencyBegin>;
   /**
+   * Optional: the same outcome for a caller that may wait for a duplicate in flight (a message redelivery), in
+   * fewer statements: the key is written first, in the transaction, and a duplicate waits for it to end. Never
+   * answers `in-flight` but for a record deleted meanwhile. Stores without it are asked `begin()`.
+   */
+  claim?(scope: string, key: string, fingerprint: string, ttl: number): Promise<IdempotencyBegin>;
+  /**
    * The same decision inside a transaction that someone else opened and will commit (a plugged-in transaction
    * source such as nestjs-cls): takes the non-blocking locks and reads the record through `manager`. When
    * `acquired`, the caller runs the handler, then `insertIn()`, then `release()` (in a finally) and lets the

@@ -223,7 +223,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       options,
     };
     rememberIdempotencyKey(context, key);
-    const begun = await this.idempotency.begin(call.scope, call.key, call.fingerprint);
+    const begun = await this.idempotency.claim(call.scope, call.key, call.fingerprint, options.ttl);
     if (begun.kind === 'stored') return this.skipDuplicate(context, begun.record, call);
     if (begun.kind === 'in-flight') return this.deferInFlight(context, call);
     return this.runFirstRpc(context, next, begun.attempt, call);

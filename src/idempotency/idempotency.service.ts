@@ -72,6 +72,16 @@ export class IdempotencyService implements OnModuleInit {
   }
 
   /**
+   * Takes (scope, key) for a message: like `begin()`, but a redelivery racing the first delivery may wait for it
+   * (no prompt answer is needed), which lets the store write the key first in one statement (`store.claim`).
+   */
+  claim(scope: string, key: string, fingerprint: string, ttl: number): Promise<IdempotencyBegin> {
+    const store = this.store;
+    if (!store.claim || transactionSourceOf(this.database.dataSource)) return this.begin(scope, key, fingerprint);
+    return store.claim(scope, key, fingerprint, ttl);
+  }
+
+  /**
    * Runs `work` in a transaction of the outbox's DataSource without a record (a message that carries no id), through
    * the plugged-in transaction source when there is one. Commits when `work` resolves, rolls back when it throws.
    */

@@ -17,6 +17,7 @@ import {
   StoredIdempotencyRecord,
   toStored,
 } from '../idempotency-store';
+import { PostgresMessageClaim } from './postgres.message-claim';
 
 /** The columns an insert writes, in the order of its values. */
 const INSERT_COLUMNS = [
@@ -55,6 +56,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
   private readonly q: (c: string) => string;
   /** Fixed SQL of the hot path, built once. */
   private readonly sql: { select: string; insert: string; scope: string; key: string };
+  private readonly messages: PostgresMessageClaim;
 
   constructor(private readonly config: IdempotencyStoreConfig) {
     this.dialect = config.dialect as unknown as SqlOutboxDialect;
@@ -72,6 +74,12 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
       scope: `${q('scope')} = `,
       key: ` AND ${q('idempotency_key')} = `,
     };
+    this.messages = new PostgresMessageClaim(config);
+  }
+
+  /** A message's key, written first (a redelivery waits for it): see `postgres.message-claim.ts`. */
+  claim(scope: string, key: string, fingerprint: string, ttl: number): Promise<IdempotencyBegin> {
+    return this.messages.claim(scope, key, fingerprint, ttl);
   }
 
   /** The two advisory lock ids: (table, scope, key), and the same with the request's fingerprint mixed in. */

@@ -1,0 +1,159 @@
+import type { PoolClient } from 'pg';
+import type { QueryRunner } from 'typeorm';
+import type { SqlOutboxDialect } from '../../dialects/sql-dialect.base';
+import { runInTransactionContext } from '../../transaction/transaction-context';
+import { runAfterCommit } from '../../transaction/transaction-runner';
+import {
+  attemptContext,
+  IdempotencyAttempt,
+  IdempotencyBegin,
+  IdempotencyStoreConfig,
+  NewIdempotencyRecord,
+  RECORD_COLUMNS,
+  toStored,
+} from '../idempotency-store';
+
+/**
+ * Now on the database clock in epoch milliseconds, as the dialect's `nowMs` but through `date_part` (double
+ * precision) rather than `extract` (numeric since PostgreSQL 14): the same value, measurably less backend CPU in the
+ * one statement a delivery adds.
+ */
+const CHEAP_NOW_MS = `(date_part('epoch', clock_timestamp()) * 1000)::bigint`;
+
+/** TypeORM's view of whether its runner is inside a transaction. */
+type RunnerState = { isTransactionActive: boolean; transactionDepth: number };
+
+/**
+ * A message's key taken on PostgreSQL the way a consumer can afford: a redelivery needs no prompt answer (it may
+ * wait for the first delivery's transaction), so one statement replaces the advisory locks and the read:
+ *
+ * 1. `BEGIN; INSERT <key> … ON CONFLICT (scope, key) DO UPDATE … WHERE <the record expired> RETURNING id` — one
+ *    round trip. A new key (or an expired record, replaced) returns its row: the delivery owns the key, and the
+ *    uncommitted row holds off any redelivery until this transaction ends. A live record returns nothing: the
+ *    message was handled. A redelivery racing the first delivery waits on the row, then sees the committed record
+ *    (skipped) or, after a rollback, takes the key itself.
+ * 2. The handler's statements, in this transaction.
+ * 3. `COMMIT` — or `UPDATE <the row's response>; COMMIT` when the handler returned a value (`@MessagePattern`).
+ *
+ * As many round trips as a handler without the record, and one statement more. Literals go through the `pg`
+ * client's own `escapeLiteral`; the row id is an integer from the database.
+ */
+export class PostgresMessageClaim {
+  private readonly sql: { insert: string; conflict: string; select: string; key: string; update: string };
+
+  constructor(private readonly config: IdempotencyStoreConfig) {
+    const dialect = config.dialect as unknown as SqlOutboxDialect;
+    const q = (c: string) => dialect.quote(c);
+    const table = dialect.quoteTable(config.table);
+    const now = CHEAP_NOW_MS;
+    this.sql = {
+      insert: `
+        INSERT INTO ${table} (${['scope', 'idempotency_key', 'fingerprint', 'created_at', 'expires_at'].map(q).join(', ')})
+        VALUES (`,
+      conflict: `
+        ON CONFLICT (${q('scope')}, ${q('idempotency_key')}) DO UPDATE
+        SET ${['fingerprint', 'created_at', 'expires_at'].map((c) => `${q(c)} = EXCLUDED.${q(c)}`).join(', ')},
+          ${['response_status', 'response_body', 'response_headers'].map((c) => `${q(c)} = NULL`).join(', ')}
+        WHERE ${table}.${q('expires_at')} <= ${now}
+        RETURNING ${q('id')}`,
+      select: `
+        SELECT ${RECORD_COLUMNS.map(q).join(', ')}, ${q('expires_at')} <= ${now} AS ${q('expired')}
+        FROM ${table}
+        WHERE ${q('scope')} = `,
+      key: ` AND ${q('idempotency_key')} = `,
+      update: `
+        UPDATE ${table}
+        SET `,
+    };
+  }
+
+  async claim(scope: string, key: string, fingerprint: string, ttl: number): Promise<IdempotencyBegin> {
+    const runner = this.config.dataSource.createQueryRunner();
+    const client = (await runner.connect()) as PoolClient;
+    let results: Array<{ rows: any[] }>;
+    try {
+      results = (await client.query(
+        `BEGIN; ${this.sql.insert}${client.escapeLiteral(scope)}, ${client.escapeLiteral(key)}, ` +
+          `${client.escapeLiteral(fingerprint)}, ${CHEAP_NOW_MS}, ${CHEAP_NOW_MS} + ${Math.floor(ttl)})` +
+          this.sql.conflict,
+      )) as unknown as Array<{ rows: any[] }>;
+    } catch (error) {
+      await this.end(runner, client, 'ROLLBACK').catch(() => undefined);
+      throw error;
+    }
+    const id = results[1]?.rows[0]?.id;
+    if (id === undefined || id === null) {
+      // A live record: read it (a fresh statement sees the commit it waited for) and end the transaction.
+      let row: unknown;
+      try {
+        const { rows } = await client.query(
+          `${this.sql.select}${client.escapeLiteral(scope)}${this.sql.key}${client.escapeLiteral(key)}`,
+        );
+        row = rows[0];
+      } finally {
+        await this.end(runner, client, 'ROLLBACK');
+      }
+      const { record } = toStored(row);
+      // Gone between the two statements (the cleanup deleted it as it expired): let the delivery come back.
+      return record ? { kind: 'stored', record } : { kind: 'in-flight', sameRequest: true };
+    }
+    const state = runner as unknown as RunnerState;
+    state.isTransactionActive = true;
+    state.transactionDepth = 1;
+    return { kind: 'acquired', attempt: this.attempt(runner, client, String(id)) };
+  }
+
+  private attempt(runner: QueryRunner, client: PoolClient, id: string): IdempotencyAttempt {
+    const context = attemptContext(this.config.dataSource, runner.manager);
+    const dialect = this.config.dialect as unknown as SqlOutboxDialect;
+    const q = (c: string) => dialect.quote(c);
+    const lit = (value: string | null) => (value === null ? 'NULL' : client.escapeLiteral(value));
+    const rollback = () => this.end(runner, client, 'ROLLBACK');
+    const commitWith = async (sql: string) => {
+      await this.end(runner, client, sql);
+      runAfterCommit(context);
+    };
+    const where = `WHERE ${q('id')} = ${/^\d+$/.test(id) ? id : lit(id)}`;
+    return {
+      context,
+      run: (work) => runInTransactionContext(context, work),
+      commit: async (record: NewIdempotencyRecord) => {
+        const { status, body, headers } = record;
+        if (status === null && body === null && headers === null) {
+          await commitWith('COMMIT');
+        } else {
+          const set = [
+            `${q('response_status')} = ${status === null ? 'NULL' : String(Math.floor(status))}`,
+            `${q('response_body')} = ${lit(body)}`,
+            `${q('response_headers')} = ${lit(headers)}`,
+          ].join(', ');
+          await commitWith(`${this.sql.update}${set} ${where}; COMMIT`);
+        }
+        return true;
+      },
+      commitWithoutRecord: () => commitWith(`DELETE FROM ${dialect.quoteTable(this.config.table)} ${where}; COMMIT`),
+      rollback,
+    };
+  }
+
+  /**
+   * Sends the last statements of the transaction, resets TypeORM's view of the runner and releases it; after a
+   * failure the connection is released with the error, so the pool discards it (and its transaction with it).
+   */
+  private async end(runner: QueryRunner, client: PoolClient, sql: string): Promise<void> {
+    const state = runner as unknown as RunnerState;
+    let failure: unknown;
+    try {
+      await client.query(sql);
+    } catch (error) {
+      failure = error;
+      throw error;
+    } finally {
+      state.isTransactionActive = false;
+      state.transactionDepth = 0;
+      const release = (runner as unknown as { releasePostgresConnection?: (error?: unknown) => Promise<void> })
+        .releasePostgresConnection;
+      await (failure && release ? release.call(runner, failure) : runner.release());
+    }
+  }
+}

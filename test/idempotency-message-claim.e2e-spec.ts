@@ -1,0 +1,132 @@
+import type { INestApplication } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { IdempotencyRecord } from '../src';
+import { IdempotencyService } from '../src/idempotency/idempotency.service';
+import type { IdempotencyBegin } from '../src/idempotency/idempotency-store';
+import { createOutboxTestingModule } from './fixtures/outbox-app';
+import { TestOrder } from './fixtures/order.entity';
+import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
+import { describeWith } from './helpers/services';
+
+const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
+const HOUR = 3_600_000;
+const F = 'e'.repeat(64);
+
+/** Whether a promise has settled within `ms` (it is still pending otherwise). */
+const settledWithin = (promise: Promise<unknown>, ms: number) =>
+  Promise.race([promise.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]);
+
+/**
+ * `IdempotencyService.claim()`, how message keys are taken: on PostgreSQL the key is written first (one statement)
+ * and a redelivery racing the first delivery waits for it; on MariaDB and SQLite it is `begin()` (locks and read).
+ */
+for (const kind of kinds) {
+  describeWith(servicesOf(kind), `Message keys taken by claim() on ${DATABASE_LABEL[kind]}`, () => {
+    let db: TestDatabase;
+    let app: INestApplication;
+    let ds: DataSource;
+    let idempotency: IdempotencyService;
+
+    beforeAll(async () => {
+      db = await createTestDatabase(kind);
+      const moduleRef = await createOutboxTestingModule({
+        db,
+        outbox: { publisher: { enabled: false }, idempotency: { ttl: HOUR } },
+      });
+      app = moduleRef.createNestApplication({ logger: false });
+      await app.init();
+      ds = app.get(DataSource);
+      idempotency = app.get(IdempotencyService);
+    });
+
+    afterAll(async () => {
+      await app?.close();
+      await db?.drop();
+    });
+
+    beforeEach(() => ds.getRepository(IdempotencyRecord).clear());
+
+    const acquired = (begun: IdempotencyBegin) => {
+      if (begun.kind !== 'acquired') throw new Error(`expected the key to be acquired, got ${begun.kind}`);
+      return begun.attempt;
+    };
+    const record = { fingerprint: F, status: null, body: null, headers: null, ttl: HOUR };
+
+    it('a new key is taken; the effect and the record commit together; a later delivery finds the record', async () => {
+      const attempt = acquired(await idempotency.claim('consumer', 'm-1', F, HOUR));
+      await attempt.run(() => attempt.context.manager.insert(TestOrder, { reference: 'm-1', amount: 1 }));
+      expect(await attempt.commit(record)).toBe(true);
+      expect(await ds.getRepository(TestOrder).countBy({ reference: 'm-1' })).toBe(1);
+      const again = await idempotency.claim('consumer', 'm-1', F, HOUR);
+      expect(again).toEqual({ kind: 'stored', record: { fingerprint: F, status: null, body: null, headers: null } });
+    });
+
+    it('a response (@MessagePattern) is stored with the record; a rollback leaves neither effect nor key', async () => {
+      const attempt = acquired(await idempotency.claim('consumer', 'm-2', F, HOUR));
+      expect(await attempt.commit({ ...record, body: '{"charged":5}' })).toBe(true);
+      const again = await idempotency.claim('consumer', 'm-2', F, HOUR);
+      expect(again.kind === 'stored' && again.record.body).toBe('{"charged":5}');
+
+      const failed = acquired(await idempotency.claim('consumer', 'm-3', F, HOUR));
+      await failed.run(() => failed.context.manager.insert(TestOrder, { reference: 'm-3', amount: 1 }));
+      await failed.rollback();
+      expect(await ds.getRepository(TestOrder).countBy({ reference: 'm-3' })).toBe(0);
+      expect(await ds.getRepository(IdempotencyRecord).countBy({ key: 'm-3' })).toBe(0);
+      const retried = acquired(await idempotency.claim('consumer', 'm-3', F, HOUR));
+      expect(await retried.commit(record)).toBe(true);
+    });
+
+    it('an expired record is replaced by the next delivery', async () => {
+      await ds.getRepository(IdempotencyRecord).insert({
+        scope: 'consumer',
+        key: 'm-old',
+        fingerprint: 'a'.repeat(64),
+        responseStatus: null,
+        responseBody: '"old"',
+        responseHeaders: null,
+        createdAt: new Date(Date.now() - 2 * HOUR),
+        expiresAt: new Date(Date.now() - HOUR),
+      });
+      const attempt = acquired(await idempotency.claim('consumer', 'm-old', F, HOUR));
+      expect(await attempt.commit(record)).toBe(true);
+      const rows = await ds.getRepository(IdempotencyRecord).findBy({ key: 'm-old' });
+      expect(rows).toHaveLength(1);
+      expect(rows[0].fingerprint).toBe(F);
+      expect(rows[0].responseBody).toBeNull();
+      expect(rows[0].expiresAt.getTime()).toBeGreaterThan(Date.now());
+    });
+
+    if (kind === 'postgres') {
+      it('a redelivery racing the first delivery waits for its commit, then finds the record (the handler runs once)', async () => {
+        const first = acquired(await idempotency.claim('consumer', 'm-race', F, HOUR));
+        await first.run(() => first.context.manager.insert(TestOrder, { reference: 'm-race', amount: 1 }));
+        const second = idempotency.claim('consumer', 'm-race', F, HOUR);
+        expect(await settledWithin(second, 300)).toBe(false);
+        expect(await first.commit(record)).toBe(true);
+        expect((await second).kind).toBe('stored');
+        expect(await ds.getRepository(TestOrder).countBy({ reference: 'm-race' })).toBe(1);
+      });
+
+      it('a redelivery racing a first delivery that rolls back takes the key itself', async () => {
+        const first = acquired(await idempotency.claim('consumer', 'm-back', F, HOUR));
+        const second = idempotency.claim('consumer', 'm-back', F, HOUR);
+        expect(await settledWithin(second, 300)).toBe(false);
+        await first.rollback();
+        const taken = acquired(await second);
+        await taken.run(() => taken.context.manager.insert(TestOrder, { reference: 'm-back', amount: 1 }));
+        expect(await taken.commit(record)).toBe(true);
+        expect(await ds.getRepository(TestOrder).countBy({ reference: 'm-back' })).toBe(1);
+        expect(await ds.getRepository(IdempotencyRecord).countBy({ key: 'm-back' })).toBe(1);
+      });
+    } else if (kind === 'mariadb') {
+      it('a redelivery racing the first delivery is told at once that the message is in flight', async () => {
+        const first = acquired(await idempotency.claim('consumer', 'm-race', F, HOUR));
+        expect(await idempotency.claim('consumer', 'm-race', F, HOUR)).toEqual({
+          kind: 'in-flight',
+          sameRequest: true,
+        });
+        await first.rollback();
+      });
+    }
+  });
+}
