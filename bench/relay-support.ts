@@ -10,7 +10,14 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import { IdempotencyRecord, OutboxKeyLock, OutboxMessage, OutboxModule, OutboxModuleOptions } from '../src';
+import {
+  IdempotencyRecord,
+  OutboxAttempt,
+  OutboxKeyLock,
+  OutboxMessage,
+  OutboxModule,
+  OutboxModuleOptions,
+} from '../src';
 
 export const PG = { host: '127.0.0.1', port: 5432, user: 'postgres' };
 export const AMQP_URL = 'amqp://guest:guest@127.0.0.1:5672';
@@ -26,7 +33,7 @@ export async function createBenchDatabase(): Promise<{ name: string; drop: () =>
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}`);
   await admin.end();
-  const entities = [OutboxMessage, OutboxKeyLock, IdempotencyRecord];
+  const entities = [OutboxMessage, OutboxKeyLock, OutboxAttempt, IdempotencyRecord];
   const ds = new DataSource({
     type: 'postgres',
     ...PG,
