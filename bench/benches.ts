@@ -9,5 +9,7 @@ export const BENCHES: Record<string, () => Promise<{ default: Bench }>> = {
   'consumer-dedup': () => import('./consumer-dedup.bench'),
   relay: () => import('./relay.bench'),
   latency: () => import('./latency.bench'),
+  'latency-2k': () => import('./latency-2k.bench'),
+  backlog: () => import('./backlog.bench'),
   'claim-scale': () => import('./claim-scale.bench'),
 };

@@ -55,16 +55,24 @@ export async function createBenchDatabase(): Promise<{ name: string; drop: () =>
   };
 }
 
-/** Inserts `count` rows of about 200 bytes of payload in one statement, with `status` (pending, sent or dead). */
+/**
+ * Inserts `count` rows of about 200 bytes of payload in one statement, with `status` (pending, sent or dead).
+ * Message ids are random UUIDs, or time-ordered ones (`ordered`, as the library's UUIDv7 ids are).
+ */
 export async function insertRows(
   client: Client,
   count: number,
   status: 'pending' | 'sent' | 'dead' = 'pending',
   key: string | null = null,
+  ids: 'random' | 'ordered' = 'random',
 ): Promise<void> {
+  const id =
+    ids === 'random'
+      ? 'gen_random_uuid()::text'
+      : `lpad(to_hex((extract(epoch from clock_timestamp()) * 1000)::bigint), 12, '0') || '-' || lpad(g::text, 12, '0')`;
   await client.query(
     `INSERT INTO outbox_messages (message_id, pattern, payload, headers, ordering_key, status, attempts, available_at, created_at, sent_at)
-     SELECT gen_random_uuid()::text, 'bench.event', '{"n":' || g || ',"pad":"' || repeat('x', 180) || '"}', NULL, $2, $3, ${status === 'pending' ? 0 : 1},
+     SELECT ${id}, 'bench.event', '{"n":' || g || ',"pad":"' || repeat('x', 180) || '"}', NULL, $2, $3, ${status === 'pending' ? 0 : 1},
             (extract(epoch from now()) * 1000)::bigint, (extract(epoch from now()) * 1000)::bigint,
             ${status === 'sent' ? '(extract(epoch from now()) * 1000)::bigint' : 'NULL'}
      FROM generate_series(1, $1::int) g`,
