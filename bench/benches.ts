@@ -11,5 +11,6 @@ export const BENCHES: Record<string, () => Promise<{ default: Bench }>> = {
   latency: () => import('./latency.bench'),
   'latency-2k': () => import('./latency-2k.bench'),
   backlog: () => import('./backlog.bench'),
+  'scale-out': () => import('./scale-out.bench'),
   'claim-scale': () => import('./claim-scale.bench'),
 };
