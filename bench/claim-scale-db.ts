@@ -59,7 +59,8 @@ export async function createDatabase(kind: BenchDatabaseKind): Promise<SeededDat
 
 /**
  * Inserts `count` rows with `status` (every other row keyed k0..k999 when `keyed`), pattern `pattern`, in chunks.
- * Message ids are time-ordered, as the library's UUIDv7 ids are: `<prefix>-<12-digit counter>`.
+ * Message ids are time-ordered, as the library's UUIDv7 ids are: `<prefix>-<12-digit counter>`; with
+ * `CLAIM_SCALE_IDS=random` they are random UUIDs (v4), as ids an app passes itself may be.
  */
 export async function seedRows(
   db: SeededDatabase,
@@ -70,12 +71,13 @@ export async function seedRows(
   idPrefix: string,
 ): Promise<void> {
   const now = db.dialect.nowMs;
+  const random = process.env.CLAIM_SCALE_IDS === 'random';
   for (let done = 0; done < count; done += CHUNK) {
     const n = Math.min(CHUNK, count - done);
     if (db.kind === 'postgres') {
       await db.ds.query(
         `INSERT INTO outbox_messages (message_id, pattern, payload, headers, ordering_key, status, attempts, available_at, created_at, sent_at, dead_at)
-         SELECT $3 || '-' || lpad((${done} + g)::text, 12, '0'), $4, '{"n":' || g || ',"pad":"' || repeat('x', 180) || '"}', NULL,
+         SELECT ${random ? `gen_random_uuid()::text || $3` : `$3 || '-' || lpad((${done} + g)::text, 12, '0')`}, $4, '{"n":' || g || ',"pad":"' || repeat('x', 180) || '"}', NULL,
                 CASE WHEN ${keyed ? 'g % 2 = 0' : 'false'} THEN 'k' || (g % 1000) END, $2, ${status === 'pending' ? 0 : 1},
                 ${now}, ${now}, ${status === 'sent' ? now : 'NULL'}, ${status === 'dead' ? now : 0}
          FROM generate_series(1, $1::int) g`,
@@ -84,7 +86,7 @@ export async function seedRows(
     } else {
       await db.ds.query(
         `INSERT INTO outbox_messages (message_id, pattern, payload, headers, ordering_key, status, attempts, available_at, created_at, sent_at, dead_at)
-         SELECT CONCAT(?, '-', LPAD(${done} + s.seq, 12, '0')), ?, CONCAT('{"n":', s.seq, ',"pad":"', REPEAT('x', 180), '"}'), NULL,
+         SELECT ${random ? 'CONCAT(UUID(), ?)' : `CONCAT(?, '-', LPAD(${done} + s.seq, 12, '0'))`}, ?, CONCAT('{"n":', s.seq, ',"pad":"', REPEAT('x', 180), '"}'), NULL,
                 CASE WHEN ${keyed ? 's.seq % 2 = 0' : 'false'} THEN CONCAT('k', s.seq % 1000) END, ?, ${status === 'pending' ? 0 : 1},
                 ${now}, ${now}, ${status === 'sent' ? now : 'NULL'}, ${status === 'dead' ? now : 0}
          FROM seq_1_to_${n} s`,

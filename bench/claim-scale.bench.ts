@@ -128,7 +128,9 @@ async function drainHeap(db: SeededDatabase) {
 const bench: Bench = async () => {
   const mb = (bytes: number) => Number((bytes / 1024 / 1024).toFixed(1));
   const table: Array<Record<string, string | number>> = [];
-  const fields: Record<string, number | string> = {};
+  const fields: Record<string, number | string> = {
+    message_ids: process.env.CLAIM_SCALE_IDS === 'random' ? 'random' : 'time-ordered',
+  };
   for (const kind of KINDS) {
     const { small, large, drain } = await claimScale(kind);
     const ratio = large / small;
