@@ -26,7 +26,7 @@ export function uniqueName(prefix: string): string {
   return `${prefix}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
 }
 
-/** A fresh PostgreSQL database with the library's three tables (created by TypeORM), as the startup check needs. */
+/** A fresh PostgreSQL database with the library's four tables (created by TypeORM), as the startup check needs. */
 export async function createBenchDatabase(): Promise<{ name: string; drop: () => Promise<void> }> {
   const name = uniqueName('outbox_bench');
   const admin = new Client({ ...PG, database: 'postgres' });
