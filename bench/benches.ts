@@ -9,6 +9,9 @@ export const BENCHES: Record<string, () => Promise<{ default: Bench }>> = {
   'consumer-dedup': () => import('./consumer-dedup.bench'),
   relay: () => import('./relay.bench'),
   latency: () => import('./latency.bench'),
+  'latency-2k': () => import('./latency-2k.bench'),
+  backlog: () => import('./backlog.bench'),
+  'scale-out': () => import('./scale-out.bench'),
   'claim-scale': () => import('./claim-scale.bench'),
   'emit-many': () => import('./emit-many.bench'),
 };

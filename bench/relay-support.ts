@@ -10,7 +10,14 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import { IdempotencyRecord, OutboxKeyLock, OutboxMessage, OutboxModule, OutboxModuleOptions } from '../src';
+import {
+  IdempotencyRecord,
+  OutboxAttempt,
+  OutboxKeyLock,
+  OutboxMessage,
+  OutboxModule,
+  OutboxModuleOptions,
+} from '../src';
 
 export const PG = { host: '127.0.0.1', port: 5432, user: 'postgres' };
 export const AMQP_URL = 'amqp://guest:guest@127.0.0.1:5672';
@@ -19,14 +26,14 @@ export function uniqueName(prefix: string): string {
   return `${prefix}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
 }
 
-/** A fresh PostgreSQL database with the library's three tables (created by TypeORM), as the startup check needs. */
+/** A fresh PostgreSQL database with the library's four tables (created by TypeORM), as the startup check needs. */
 export async function createBenchDatabase(): Promise<{ name: string; drop: () => Promise<void> }> {
   const name = uniqueName('outbox_bench');
   const admin = new Client({ ...PG, database: 'postgres' });
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}`);
   await admin.end();
-  const entities = [OutboxMessage, OutboxKeyLock, IdempotencyRecord];
+  const entities = [OutboxMessage, OutboxKeyLock, OutboxAttempt, IdempotencyRecord];
   const ds = new DataSource({
     type: 'postgres',
     ...PG,
@@ -48,16 +55,24 @@ export async function createBenchDatabase(): Promise<{ name: string; drop: () =>
   };
 }
 
-/** Inserts `count` rows of about 200 bytes of payload in one statement, with `status` (pending, sent or dead). */
+/**
+ * Inserts `count` rows of about 200 bytes of payload in one statement, with `status` (pending, sent or dead).
+ * Message ids are random UUIDs, or time-ordered ones (`ordered`, as the library's UUIDv7 ids are).
+ */
 export async function insertRows(
   client: Client,
   count: number,
   status: 'pending' | 'sent' | 'dead' = 'pending',
   key: string | null = null,
+  ids: 'random' | 'ordered' = 'random',
 ): Promise<void> {
+  const id =
+    ids === 'random'
+      ? 'gen_random_uuid()::text'
+      : `lpad(to_hex((extract(epoch from clock_timestamp()) * 1000)::bigint), 12, '0') || '-' || lpad(g::text, 12, '0')`;
   await client.query(
     `INSERT INTO outbox_messages (message_id, pattern, payload, headers, ordering_key, status, attempts, available_at, created_at, sent_at)
-     SELECT gen_random_uuid()::text, 'bench.event', '{"n":' || g || ',"pad":"' || repeat('x', 180) || '"}', NULL, $2, $3, ${status === 'pending' ? 0 : 1},
+     SELECT ${id}, 'bench.event', '{"n":' || g || ',"pad":"' || repeat('x', 180) || '"}', NULL, $2, $3, ${status === 'pending' ? 0 : 1},
             (extract(epoch from now()) * 1000)::bigint, (extract(epoch from now()) * 1000)::bigint,
             ${status === 'sent' ? '(extract(epoch from now()) * 1000)::bigint' : 'NULL'}
      FROM generate_series(1, $1::int) g`,

@@ -273,7 +273,7 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
     const q = (c: string) => this.quote(c);
     const now = this.nowMs;
     const until = `${m}.${q('claimed_until')}`;
-    return `${m}.${q('status')} = 'pending'
+    return `${this.pendingCondition(m)}
       AND ${m}.${q('available_at')} <= ${now} AND (${until} IS NULL OR ${until} < ${now})
       AND (${m}.${q('ordering_key')} IS NULL OR NOT EXISTS (
         SELECT 1
@@ -282,6 +282,11 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
           AND e.${q('status')} IN ('pending', 'dead') AND e.${q('seq')} < ${m}.${q('seq')}
           AND (e.${q('status')} = 'dead' OR e.${q('available_at')} > ${now} OR e.${q('claimed_until')} >= ${now})
       ))`;
+  }
+
+  /** The claim's condition on the status of the rows of alias `m`: pending. */
+  protected pendingCondition(m: string): string {
+    return `${m}.${this.quote('status')} = 'pending'`;
   }
 
   /**

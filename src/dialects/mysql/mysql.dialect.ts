@@ -149,6 +149,29 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
     );
   }
 
+  /**
+   * The base class's rows, with the per-key check split by status. MariaDB reads an outer-correlated
+   * `status IN ('pending', 'dead')` through the key index `(ordering_key, status, seq)` as a `ref` on the key alone —
+   * every sent row of the key, so the claim slows down as history grows (7× at 1,000,000 history rows) — where
+   * `ordering_key = … AND status = …` is a `ref` on both columns that meets only the key's unsent rows.
+   */
+  protected claimableWhere(table: string, m = 'm'): string {
+    const q = (c: string) => this.quote(c);
+    const now = this.nowMs;
+    const until = `${m}.${q('claimed_until')}`;
+    const earlier = (status: string) =>
+      `SELECT 1 FROM ${this.quoteTable(table)} e
+        WHERE e.${q('ordering_key')} = ${m}.${q('ordering_key')} AND e.${q('status')} = '${status}'
+          AND e.${q('seq')} < ${m}.${q('seq')}`;
+    return `${m}.${q('status')} = 'pending'
+      AND ${m}.${q('available_at')} <= ${now} AND (${until} IS NULL OR ${until} < ${now})
+      AND (${m}.${q('ordering_key')} IS NULL OR (
+        NOT EXISTS (${earlier('dead')})
+        AND NOT EXISTS (${earlier('pending')}
+          AND (e.${q('available_at')} > ${now} OR e.${q('claimed_until')} >= ${now}))
+      ))`;
+  }
+
   async claim(manager: EntityManager, { table, owner, limit, leaseMs }: ClaimRequest): Promise<ClaimedOutboxRow[]> {
     const q = (c: string) => this.quote(c);
     // READ COMMITTED: no gap locks, so claims, completion writes and inserts of new rows never deadlock.

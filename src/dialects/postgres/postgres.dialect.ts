@@ -135,6 +135,18 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
     return records.map((r) => String(r.name));
   }
 
+  /**
+   * Pending, written as a range: with `status = 'pending'` PostgreSQL treats the status as a constant and may read
+   * the rows in `seq` order through the primary key instead of the claim index `(status, seq)`. It does so when most
+   * rows are pending — a backlog after an outage — and then walks every row already sent on each claim (a claim took
+   * 1.8 s with 220,000 of 1,000,000 rows drained). A range keeps the status a sort column, which only the claim
+   * index delivers in order (the claim orders by `(status, seq)`).
+   */
+  protected pendingCondition(m: string): string {
+    const status = `${m}.${this.quote('status')}`;
+    return `${status} >= 'pending' AND ${status} <= 'pending'`;
+  }
+
   async claim(manager: EntityManager, { table, owner, limit, leaseMs }: ClaimRequest): Promise<ClaimedOutboxRow[]> {
     const q = (c: string) => this.quote(c);
     const t = this.quoteTable(table);
@@ -146,7 +158,7 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
          SELECT m.${q('seq')}, m.${q('ordering_key')}
          FROM ${t} m
          WHERE ${this.claimableWhere(table)}
-         ORDER BY m.${q('seq')}
+         ORDER BY m.${q('status')}, m.${q('seq')}
          LIMIT $2
          FOR UPDATE SKIP LOCKED
        ),

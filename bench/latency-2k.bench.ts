@@ -1,0 +1,10 @@
+/**
+ * latency-2k: the latency benchmark at ten times the load — commit → consumer receipt at 2,000 msg/s offered (each
+ * message its own transaction), beside the raw-amqplib floor at the same rate.
+ */
+import { latencyBench } from './latency.bench';
+
+export default latencyBench(
+  { rate: 2000, messages: Number(process.env.LATENCY_2K_BENCH_MESSAGES ?? 10_000), warmup: 1000 },
+  'latency-2k',
+);
