@@ -1,5 +1,5 @@
 import { Inject, type Provider, type Type } from '@nestjs/common';
-import { SELF_DECLARED_DEPS_METADATA } from '@nestjs/common/constants';
+import { OPTIONAL_DEPS_METADATA, PARAMTYPES_METADATA, SELF_DECLARED_DEPS_METADATA } from '@nestjs/common/constants';
 import { getOutboxToken } from '../outbox.constants';
 
 /**
@@ -26,8 +26,16 @@ export function withInjectedTokens<T>(
 ): Type<T> {
   const subclass = class extends (type as Type<any>) {} as Type<T>;
   Object.defineProperty(subclass, 'name', { value: name });
-  const paramTypes: unknown[] = Reflect.getMetadata('design:paramtypes', type) ?? [];
+  const paramTypes: unknown[] = Reflect.getMetadata(PARAMTYPES_METADATA, type) ?? [];
   const declared: { index: number }[] = Reflect.getMetadata(SELF_DECLARED_DEPS_METADATA, type) ?? [];
+  // The subclass gets the constructor's metadata as its own: Nest 12 reads `@Optional()` from the class itself.
+  Reflect.defineMetadata(PARAMTYPES_METADATA, [...paramTypes], subclass);
+  Reflect.defineMetadata(SELF_DECLARED_DEPS_METADATA, [...declared], subclass);
+  Reflect.defineMetadata(
+    OPTIONAL_DEPS_METADATA,
+    [...(Reflect.getMetadata(OPTIONAL_DEPS_METADATA, type) ?? [])],
+    subclass,
+  );
   paramTypes.forEach((paramType, index) => {
     const token = tokens.get(paramType);
     if (token !== undefined && !declared.some((d) => d.index === index)) Inject(token)(subclass, undefined, index);
