@@ -5,7 +5,7 @@
  * inside a transaction that is rolled back.
  */
 import { DataSource } from 'typeorm';
-import { IdempotencyRecord, OutboxAttempt, OutboxKeyLock, OutboxMessage } from '../src';
+import { IdempotencyRecord, IdempotencyStep, OutboxAttempt, OutboxKeyLock, OutboxMessage } from '../src';
 import type { SqlOutboxDialect } from '../src/dialects/sql-dialect.base';
 import { MysqlOutboxDialect } from '../src/dialects/mysql/mysql.dialect';
 import { PostgresOutboxDialect } from '../src/dialects/postgres/postgres.dialect';
@@ -34,7 +34,7 @@ export async function createDatabase(kind: BenchDatabaseKind): Promise<SeededDat
   await admin.initialize();
   await admin.query(`CREATE DATABASE ${name}`);
   await admin.destroy();
-  const entities = [OutboxMessage, OutboxKeyLock, OutboxAttempt, IdempotencyRecord];
+  const entities = [OutboxMessage, OutboxKeyLock, OutboxAttempt, IdempotencyRecord, IdempotencyStep];
   const ds =
     kind === 'postgres'
       ? new DataSource({ type: 'postgres', ...PG, username: 'postgres', database: name, entities, synchronize: true })

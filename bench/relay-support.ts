@@ -12,6 +12,7 @@ import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import {
   IdempotencyRecord,
+  IdempotencyStep,
   OutboxAttempt,
   OutboxKeyLock,
   OutboxMessage,
@@ -33,7 +34,7 @@ export async function createBenchDatabase(): Promise<{ name: string; drop: () =>
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}`);
   await admin.end();
-  const entities = [OutboxMessage, OutboxKeyLock, OutboxAttempt, IdempotencyRecord];
+  const entities = [OutboxMessage, OutboxKeyLock, OutboxAttempt, IdempotencyRecord, IdempotencyStep];
   const ds = new DataSource({
     type: 'postgres',
     ...PG,
