@@ -7,18 +7,8 @@ import { EventEmitter } from 'node:events';
 import type { ClaimedOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
 import { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxWakeup, resolveWakeup } from '../dialects/resolve-wakeup';
-import {
-  OutboxConfigurationError,
-  OutboxHandlerInFlightError,
-  OutboxNoDestinationError,
-  OutboxRouteError,
-} from '../errors';
-import { describeFailure } from '../util/describe-error';
-import { errorTypeOf } from '../util/error-type';
-import { retryDelay as computeRetryDelay } from './backoff';
-import { HANDLER_CONCURRENCY, HandlerSlots } from '../handlers/handler-slots';
+import { OutboxConfigurationError } from '../errors';
 import { OutboxHandlerRegistry } from '../handlers/outbox-handler-registry';
-import { runOutboxHandler } from '../handlers/run-outbox-handler';
 import { IdempotencyService } from '../idempotency/idempotency.service';
 import type { OutboxPublisherEvents, OutboxRequeuedEvent } from '../events/publisher-events';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
@@ -32,23 +22,17 @@ import {
   BatchOutcome,
   ClaimedBatch,
   claimDueRows,
-  dispatchWithin,
   EMPTY_PASS,
-  failureOf,
   LEASE_SAFETY_MS,
   OutboxPassResult,
-  outgoingMessage,
   publishedEntry,
   publishInKeyOrder,
   writeOutcome,
 } from './publish-pass';
 import { PublisherClient } from './publisher-client';
-import { BrokerDestination, BrokerDestinations } from './destinations/broker-destinations';
-import { DeliveryPart, deliverToAll } from './destinations/deliver-to-all';
-import type { OutgoingOutboxMessage } from '../transports/outbox-transport';
+import { RowDelivery } from './destinations/row-delivery';
 import { PublisherEventEmitter } from './publisher-event-emitter';
 import { PublisherLoop } from './publisher-loop';
-import { startProducerSpan } from './producer-span';
 
 /**
  * Relays due outbox rows to the broker. Each pass claims a batch (an exclusive claim under row locks, with a lease
@@ -63,8 +47,8 @@ import { startProducerSpan } from './producer-span';
  * PostgreSQL other replicas are woken by LISTEN/NOTIFY. Steps are `protected` so they can be overridden.
  *
  * This class strings the parts together; each lives in its own file: the loop (`publisher-loop.ts`), the steps of
- * a pass (`publish-pass.ts`), failure reporting (`failure-log.ts`), events (`publisher-event-emitter.ts`) and the
- * client lookup (`publisher-client.ts`).
+ * a pass (`publish-pass.ts`), a row's destinations (`destinations/row-delivery.ts`), failure reporting
+ * (`failure-log.ts`) and events (`publisher-event-emitter.ts`).
  *
  * Events (`publisher.on(name, listener)`): `published`, `leaseLost`, `dead`, `retry`, `requeued` — see
  * `OutboxPublisherEvents`.
@@ -79,18 +63,10 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   private readonly passes = new SerialQueue();
   private readonly loop: PublisherLoop;
   private readonly emitter: PublisherEventEmitter;
-  /** The brokers: none (in-process handlers only), the `client`, or the `route.clients`. */
-  private readonly destinations: BrokerDestinations;
-  /** The broker each row of a batch in flight was published to (by `seq`), for the per-broker backoff streaks. */
-  private readonly rowDestinations = new Map<string, BrokerDestination>();
-  private readonly handlerSlots = new HandlerSlots(HANDLER_CONCURRENCY);
+  /** Where rows go (brokers, in-process handlers) and what a failed delivery means. */
+  private readonly delivery: RowDelivery;
   private readonly failures: PublishFailureLog;
   private wakeup?: OutboxWakeup;
-  /**
-   * Consecutive batches that failed because the broker was unreachable: the backoff of such failures grows with it
-   * (their attempts are given back, so they cannot). Reset by a batch the broker confirmed.
-   */
-  private unreachableStreak = 0;
 
   constructor(
     @Inject(OUTBOX_OPTIONS) protected readonly options: ResolvedOutboxOptions,
@@ -102,7 +78,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   ) {
     this.logger = new Logger(outboxLogContext('OutboxPublisher', database.name));
     this.emitter = new PublisherEventEmitter(this.events, this.logger);
-    this.destinations = new BrokerDestinations(moduleRef, options);
+    this.delivery = new RowDelivery(moduleRef, options, handlers, idempotency);
     this.failures = new PublishFailureLog(this.logger, (event, payload) => this.emitEvent(event, payload));
     this.loop = new PublisherLoop(
       {
@@ -130,7 +106,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
 
   /** The transport messages are built for (`rmq`, `tcp`, …), once the client has been resolved. */
   get transportName(): OutboxTransportName | undefined {
-    return this.destinations.primary?.client.transport?.name;
+    return this.delivery.brokers.primary?.client.transport?.name;
   }
 
   /** Subscribes to a publisher event. */
@@ -161,7 +137,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    this.destinations.resolveAll();
+    this.delivery.brokers.resolveAll();
     if (this.options.publisher.enabled) this.checkDestinations();
     const { dataSource, dialect, table } = this.database;
     await runOnConnection(dataSource, (m) => dialect.prepare(m, table));
@@ -188,7 +164,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     this.loop.stop(this.schedulerRegistry, this.jobName);
     await this.wakeup?.close();
     await this.loop.drain();
-    this.destinations.close();
+    this.delivery.brokers.close();
     await this.database.dialect.dispose(this.database.dataSource);
   }
 
@@ -211,7 +187,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   /** Runs publish passes until no due row is left (bounded by one pass when nothing is due). For tests and scripts. */
   async flush(): Promise<number> {
     this.checkDestinations();
-    this.destinations.resolveAll();
+    this.delivery.brokers.resolveAll();
     let total = 0;
     for (;;) {
       const result = await this.runPass();
@@ -246,15 +222,15 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   /** Claims up to `batchSize` due rows under a new owner token. */
   protected async claimBatch(): Promise<ClaimedBatch | undefined> {
     this.checkDestinations();
-    this.destinations.resolveAll();
+    this.delivery.brokers.resolveAll();
     return claimDueRows(this.database, this.options.publisher);
   }
 
   /** Publishes a claimed batch and writes its outcome back. */
   protected async settle({ owner, rows, leaseDeadline }: ClaimedBatch): Promise<OutboxPassResult> {
-    await this.destinations.ready();
-    const primary = this.destinations.primary;
-    const outcome = await this.publishBatch(primary && this.destinations.clientOf(primary), rows, leaseDeadline);
+    await this.delivery.brokers.ready();
+    const primary = this.delivery.brokers.primary;
+    const outcome = await this.publishBatch(primary && this.delivery.brokers.clientOf(primary), rows, leaseDeadline);
     return this.complete(owner, rows, outcome);
   }
 
@@ -301,9 +277,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
       const messages = outcome.sent.map((row) => publishedEntry(row, outcome.timings?.get(row.seq)));
       this.emitEvent('published', { owner, messages });
     }
-    if (outcome.sent.length > 0) this.unreachableStreak = 0;
-    else if (failures.some((f) => f.transportUnreachable)) this.unreachableStreak++;
-    this.updateStreaks(outcome);
+    this.delivery.batchDone(outcome);
     for (const { row, failure } of outcome.failures) this.reportPublishFailure(row, failure);
     this.reportBatchFailures(outcome);
     return { claimed: rows.length, published: marked, failed: failures.length, fenced, released };
@@ -315,67 +289,8 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
    * pattern, run once in its own transaction with its deduplication record (a handler an earlier attempt applied is
    * skipped). Rejects with the failure that decides the row's fate (see `deliverToAll()`).
    */
-  protected async publish(client: ClientProxy | undefined, row: ClaimedOutboxRow): Promise<void> {
-    const message = outgoingMessage(row);
-    const parts: DeliveryPart[] = [];
-    const broker = this.brokerOf(message);
-    if (broker !== null) parts.push({ kind: 'broker', run: () => this.publishToBroker(client, row, message, broker) });
-    for (const handler of this.handlers?.handlersOf(row.pattern) ?? []) {
-      const handled = { ...message, attempts: row.attempts };
-      parts.push({
-        kind: 'handler',
-        run: () => this.handlerSlots.run(() => runOutboxHandler(this.idempotency!, handler, handled)),
-      });
-    }
-    if (parts.length === 0) {
-      throw new OutboxNoDestinationError(
-        `Message ${row.messageId} (pattern '${row.pattern}') has no destination: no broker (no \`client\`, or ` +
-          `\`route.select()\` returned null) and no @OnOutboxEvent('${row.pattern}') handler. Add the handler (or ` +
-          'route it to a broker), then requeue it.',
-      );
-    }
-    await deliverToAll(parts);
-  }
-
-  /**
-   * The broker of a message: `null` when it has none (no `client` nor `route`, or `route.select()` returned null),
-   * an `OutboxRouteError` (thrown when the broker part runs) when select() failed.
-   */
-  private brokerOf(message: OutgoingOutboxMessage): BrokerDestination | OutboxRouteError | null {
-    if (!this.destinations.configured) return null;
-    const { messageId, pattern, key, headers } = message;
-    try {
-      return this.destinations.select({ messageId, pattern, key, headers });
-    } catch (error) {
-      if (error instanceof OutboxRouteError) return error;
-      throw error;
-    }
-  }
-
-  /**
-   * Publishes one row to its broker and resolves once the transport has confirmed it (or rejects on error /
-   * timeout). A row that carries a trace context is published in a `PRODUCER` span (see `startProducerSpan()`),
-   * whose context the message carries on to the consumer.
-   */
-  private async publishToBroker(
-    client: ClientProxy | undefined,
-    row: ClaimedOutboxRow,
-    message: OutgoingOutboxMessage,
-    destination: BrokerDestination | OutboxRouteError,
-  ): Promise<void> {
-    if (destination instanceof OutboxRouteError) throw destination;
-    this.rowDestinations.set(row.seq, destination);
-    const transport = destination.client.transport!;
-    const target = this.options.route || !client ? this.destinations.clientOf(destination) : client;
-    const span = startProducerSpan(message, transport.name);
-    try {
-      const record = transport.toRecord(message);
-      await dispatchWithin(target, row.pattern, record, this.options.publisher.publishTimeout);
-    } catch (error) {
-      span?.fail(error);
-      throw error;
-    }
-    span?.end();
+  protected publish(client: ClientProxy | undefined, row: ClaimedOutboxRow): Promise<void> {
+    return this.delivery.deliver(client, row);
   }
 
   /**
@@ -385,41 +300,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
    * error text is redacted of credentials.
    */
   protected toFailure(row: ClaimedOutboxRow, error: unknown): OutboxFailure {
-    if (error instanceof OutboxHandlerInFlightError) {
-      // Not the message's failure: the attempt is given back (as for an unreachable broker) and retried later.
-      const { seq, attempts } = row;
-      const errorType = errorTypeOf(error);
-      const retryDelay = computeRetryDelay(Math.max(1, attempts - 1), this.options.retry);
-      return { seq, error: describeFailure(error), dead: false, retryDelay, transportUnreachable: true, errorType };
-    }
-    const destination = this.rowDestinations.get(row.seq);
-    const connected = destination?.client.connected;
-    const unreachableStreak = destination?.unreachableStreak ?? this.unreachableStreak;
-    return failureOf(row, error, this.options.retry, { connected, unreachableStreak });
-  }
-
-  /**
-   * Per broker: a batch in which it confirmed a message resets its unreachable streak; one in which it took none
-   * and could not be reached grows it. A broker that is down so backs off on its own, whatever the others do.
-   */
-  private updateStreaks(outcome: BatchOutcome): void {
-    const seen = new Map<BrokerDestination, { sent: boolean; unreachable: boolean }>();
-    const note = (seq: string, sent: boolean, unreachable: boolean) => {
-      const destination = this.rowDestinations.get(seq);
-      this.rowDestinations.delete(seq);
-      if (!destination) return;
-      const entry = seen.get(destination) ?? { sent: false, unreachable: false };
-      entry.sent ||= sent;
-      entry.unreachable ||= unreachable;
-      seen.set(destination, entry);
-    };
-    for (const row of outcome.sent) note(row.seq, true, false);
-    for (const { row, failure } of outcome.failures) note(row.seq, false, failure.transportUnreachable === true);
-    for (const row of outcome.unstarted) this.rowDestinations.delete(row.seq);
-    for (const [destination, { sent, unreachable }] of seen) {
-      if (sent) destination.unreachableStreak = 0;
-      else if (unreachable) destination.unreachableStreak++;
-    }
+    return this.delivery.failureOf(row, error);
   }
 
   /**
@@ -427,13 +308,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
    * (`OutboxConfigurationError` naming the fix). Called at startup while the publisher is enabled.
    */
   protected checkDestinations(): void {
-    if (this.destinations.configured || (this.handlers?.size ?? 0) > 0) return;
-    throw new OutboxConfigurationError(
-      'OutboxModule has nowhere to deliver messages: no `client`, no `route` and no @OnOutboxEvent() handler. ' +
-        "Pass `client: <token of a ClientsModule client>` to forRoot() (e.g. ClientsModule.register([{ name: 'BROKER', " +
-        "transport: Transport.RMQ, options }]) and `client: 'BROKER'`), add an @OnOutboxEvent() handler, or set " +
-        '`publisher: { enabled: false }` in processes that do not publish.',
-    );
+    this.delivery.checkConfigured();
   }
 
   /** A failed message: dead (error line, `dead` event) or retried (debug line, `retry` event). */
@@ -466,10 +341,10 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
    * `OutboxConfigurationError` if none).
    */
   protected resolveClient(): ClientProxy {
-    const primary = this.destinations.primary;
+    const primary = this.delivery.brokers.primary;
     if (!primary) this.checkDestinations();
     return primary
-      ? this.destinations.clientOf(primary)
+      ? this.delivery.brokers.clientOf(primary)
       : new PublisherClient(this.moduleRef, { transport: 'auto' }).resolve();
   }
 }

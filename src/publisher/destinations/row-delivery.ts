@@ -1,0 +1,178 @@
+import type { ModuleRef } from '@nestjs/core';
+import type { ClientProxy } from '@nestjs/microservices';
+import type { ClaimedOutboxRow, OutboxFailure } from '../../dialects/outbox-dialect';
+import {
+  OutboxConfigurationError,
+  OutboxHandlerInFlightError,
+  OutboxNoDestinationError,
+  OutboxRouteError,
+} from '../../errors';
+import { HANDLER_CONCURRENCY, HandlerSlots } from '../../handlers/handler-slots';
+import type { OutboxHandlerRegistry } from '../../handlers/outbox-handler-registry';
+import { runOutboxHandler } from '../../handlers/run-outbox-handler';
+import type { IdempotencyService } from '../../idempotency/idempotency.service';
+import type { ResolvedOutboxOptions } from '../../outbox.options';
+import type { OutgoingOutboxMessage } from '../../transports/outbox-transport';
+import { describeFailure } from '../../util/describe-error';
+import { errorTypeOf } from '../../util/error-type';
+import { retryDelay } from '../backoff';
+import { startProducerSpan } from '../producer-span';
+import { BatchOutcome, dispatchWithin, failureOf, outgoingMessage } from '../publish-pass';
+import { BrokerDestination, BrokerDestinations } from './broker-destinations';
+import { DeliveryPart, deliverToAll } from './deliver-to-all';
+
+/**
+ * Where the rows of one outbox go and what a failed delivery means: the brokers (none, the `client`, or the
+ * `route.clients`) and the `@OnOutboxEvent()` handlers, the per-broker backoff streaks of an outage, and the
+ * failure a row's delivery ends in. The publisher calls it for each row of a batch.
+ */
+export class RowDelivery {
+  readonly brokers: BrokerDestinations;
+  /** The broker each row of a batch in flight was published to (by `seq`), for the per-broker backoff streaks. */
+  private readonly rowBrokers = new Map<string, BrokerDestination>();
+  private readonly handlerSlots = new HandlerSlots(HANDLER_CONCURRENCY);
+  /**
+   * Consecutive batches that failed because the broker was unreachable, for rows whose broker is unknown: the
+   * backoff of such failures grows with it (their attempts are given back, so they cannot). Reset by a batch the
+   * broker confirmed.
+   */
+  private unreachableStreak = 0;
+
+  constructor(
+    moduleRef: ModuleRef,
+    private readonly options: ResolvedOutboxOptions,
+    private readonly handlers?: OutboxHandlerRegistry,
+    private readonly idempotency?: IdempotencyService,
+  ) {
+    this.brokers = new BrokerDestinations(moduleRef, options);
+  }
+
+  /**
+   * Delivers one row to all of its destinations and resolves once every one succeeded (see
+   * `OutboxPublisher.publish()`).
+   */
+  async deliver(client: ClientProxy | undefined, row: ClaimedOutboxRow): Promise<void> {
+    const message = outgoingMessage(row);
+    const parts: DeliveryPart[] = [];
+    const broker = this.brokerOf(message);
+    if (broker !== null) parts.push({ kind: 'broker', run: () => this.publishToBroker(client, row, message, broker) });
+    for (const handler of this.handlers?.handlersOf(row.pattern) ?? []) {
+      const handled = { ...message, attempts: row.attempts };
+      parts.push({
+        kind: 'handler',
+        run: () => this.handlerSlots.run(() => runOutboxHandler(this.idempotency!, handler, handled)),
+      });
+    }
+    if (parts.length === 0) {
+      throw new OutboxNoDestinationError(
+        `Message ${row.messageId} (pattern '${row.pattern}') has no destination: no broker (no \`client\`, or ` +
+          `\`route.select()\` returned null) and no @OnOutboxEvent('${row.pattern}') handler. Add the handler (or ` +
+          'route it to a broker), then requeue it.',
+      );
+    }
+    await deliverToAll(parts);
+  }
+
+  /** What a failed delivery means for its row (see `OutboxPublisher.toFailure()`). */
+  failureOf(row: ClaimedOutboxRow, error: unknown): OutboxFailure {
+    if (error instanceof OutboxHandlerInFlightError) {
+      // Not the message's failure: the attempt is given back (as for an unreachable broker) and retried later.
+      const { seq, attempts } = row;
+      const errorType = errorTypeOf(error);
+      const delay = retryDelay(Math.max(1, attempts - 1), this.options.retry);
+      return {
+        seq,
+        error: describeFailure(error),
+        dead: false,
+        retryDelay: delay,
+        transportUnreachable: true,
+        errorType,
+      };
+    }
+    const broker = this.rowBrokers.get(row.seq);
+    const connected = broker?.client.connected;
+    const unreachableStreak = broker?.unreachableStreak ?? this.unreachableStreak;
+    return failureOf(row, error, this.options.retry, { connected, unreachableStreak });
+  }
+
+  /**
+   * After a batch, per broker: one in which it confirmed a message resets its unreachable streak; one in which it
+   * took none and could not be reached grows it. A broker that is down so backs off on its own, whatever the others
+   * do.
+   */
+  batchDone(outcome: BatchOutcome): void {
+    if (outcome.sent.length > 0) this.unreachableStreak = 0;
+    else if (outcome.failures.some((f) => f.failure.transportUnreachable)) this.unreachableStreak++;
+    const seen = new Map<BrokerDestination, { sent: boolean; unreachable: boolean }>();
+    const note = (seq: string, sent: boolean, unreachable: boolean) => {
+      const broker = this.rowBrokers.get(seq);
+      this.rowBrokers.delete(seq);
+      if (!broker) return;
+      const entry = seen.get(broker) ?? { sent: false, unreachable: false };
+      entry.sent ||= sent;
+      entry.unreachable ||= unreachable;
+      seen.set(broker, entry);
+    };
+    for (const row of outcome.sent) note(row.seq, true, false);
+    for (const { row, failure } of outcome.failures) note(row.seq, false, failure.transportUnreachable === true);
+    for (const row of outcome.unstarted) this.rowBrokers.delete(row.seq);
+    for (const [broker, { sent, unreachable }] of seen) {
+      if (sent) broker.unreachableStreak = 0;
+      else if (unreachable) broker.unreachableStreak++;
+    }
+  }
+
+  /**
+   * Fails when the outbox has nowhere to deliver: no `client`, no `route` and no `@OnOutboxEvent()` handler
+   * (`OutboxConfigurationError` naming the fix).
+   */
+  checkConfigured(): void {
+    if (this.brokers.configured || (this.handlers?.size ?? 0) > 0) return;
+    throw new OutboxConfigurationError(
+      'OutboxModule has nowhere to deliver messages: no `client`, no `route` and no @OnOutboxEvent() handler. ' +
+        "Pass `client: <token of a ClientsModule client>` to forRoot() (e.g. ClientsModule.register([{ name: 'BROKER', " +
+        "transport: Transport.RMQ, options }]) and `client: 'BROKER'`), add an @OnOutboxEvent() handler, or set " +
+        '`publisher: { enabled: false }` in processes that do not publish.',
+    );
+  }
+
+  /**
+   * The broker of a message: `null` when it has none (no `client` nor `route`, or `route.select()` returned null),
+   * an `OutboxRouteError` (thrown when the broker part runs) when select() failed.
+   */
+  private brokerOf(message: OutgoingOutboxMessage): BrokerDestination | OutboxRouteError | null {
+    if (!this.brokers.configured) return null;
+    const { messageId, pattern, key, headers } = message;
+    try {
+      return this.brokers.select({ messageId, pattern, key, headers });
+    } catch (error) {
+      if (error instanceof OutboxRouteError) return error;
+      throw error;
+    }
+  }
+
+  /**
+   * Publishes one row to its broker and resolves once the transport has confirmed it (or rejects on error /
+   * timeout), in a `PRODUCER` span when the row carries a trace context (see `startProducerSpan()`).
+   */
+  private async publishToBroker(
+    client: ClientProxy | undefined,
+    row: ClaimedOutboxRow,
+    message: OutgoingOutboxMessage,
+    broker: BrokerDestination | OutboxRouteError,
+  ): Promise<void> {
+    if (broker instanceof OutboxRouteError) throw broker;
+    this.rowBrokers.set(row.seq, broker);
+    const transport = broker.client.transport!;
+    const target = this.options.route || !client ? this.brokers.clientOf(broker) : client;
+    const span = startProducerSpan(message, transport.name);
+    try {
+      const record = transport.toRecord(message);
+      await dispatchWithin(target, row.pattern, record, this.options.publisher.publishTimeout);
+    } catch (error) {
+      span?.fail(error);
+      throw error;
+    }
+    span?.end();
+  }
+}
