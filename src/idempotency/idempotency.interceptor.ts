@@ -24,12 +24,10 @@ import {
 import { fingerprintMessage, readMessageKey } from './message-key';
 import * as settlement from './message-settlement';
 import { isGuardedByOuterApplication } from './outer-application';
-import { JsonNestingTooDeepError, MAX_JSON_DEPTH } from './stable-json';
+import { MAX_JSON_DEPTH, withinJsonDepth } from './stable-json';
 import { captureResponse, parseBody, replayResponse } from './stored-response';
 import { withSteps } from './steps/idempotent-step';
 import { outcomeOfStatus, reportIdempotencyOutcome } from '../events/idempotency-channel';
-
-export type { IdempotentCall, ResolvedIdempotentOptions, StoredResponse } from './idempotent-call.types';
 
 /**
  * The interceptor behind `@Idempotent()`. Every step is `protected`: extend the class, override a step
@@ -124,12 +122,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /** The fingerprint, or 400 problem+json when the request is nested deeper than `MAX_JSON_DEPTH` levels. */
   protected fingerprintOrReject(context: ExecutionContext, fingerprint: () => string): string {
-    try {
-      return fingerprint();
-    } catch (error) {
-      if (!(error instanceof JsonNestingTooDeepError)) throw error;
-      throw this.reject(context, nestedTooDeeplyProblem(MAX_JSON_DEPTH));
-    }
+    return withinJsonDepth(fingerprint, () => this.reject(context, nestedTooDeeplyProblem(MAX_JSON_DEPTH)));
   }
 
   /**
@@ -295,8 +288,6 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return settlement.isMessagePattern(this.reflector, context);
   }
 
-  // ---------------------------------------------------------------------------------------------------- shared
-
   /** Runs the handler with the attempt's transaction ambient, and resolves with its last value. */
   protected runHandler(next: CallHandler, attempt: IdempotencyAttempt): Promise<unknown> {
     // next.handle() binds the async context it is called in: call it inside the transaction's context.
@@ -305,12 +296,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /** `runHandler` with the call's steps (`idempotentStep()`) reachable from the handler. */
   protected runWithSteps(next: CallHandler, attempt: IdempotencyAttempt, call: IdempotentCall): Promise<unknown> {
-    return withSteps(
-      () => this.idempotency.steps,
-      call,
-      attempt,
-      (marked) => this.runHandler(next, marked),
-    );
+    const steps = () => this.idempotency.steps;
+    return withSteps(steps, call, attempt, (marked) => this.runHandler(next, marked));
   }
 
   /** Rolls back after the handler failed; a rollback that fails too is logged, so the handler's error is answered. */

@@ -55,3 +55,13 @@ function write(value: unknown, seen: Set<object>, maxDepth: number): string | un
     seen.delete(object);
   }
 }
+
+/** Runs `compute`; a `JsonNestingTooDeepError` it throws is replaced by the error `tooDeep()` returns. */
+export function withinJsonDepth<T>(compute: () => T, tooDeep: () => Error): T {
+  try {
+    return compute();
+  } catch (error) {
+    if (!(error instanceof JsonNestingTooDeepError)) throw error;
+    throw tooDeep();
+  }
+}
