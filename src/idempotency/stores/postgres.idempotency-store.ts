@@ -18,6 +18,7 @@ import {
   toStored,
 } from '../idempotency-store';
 import { PostgresMessageClaim } from './postgres.message-claim';
+import { endPostgresTransaction } from './postgres-transaction-end';
 
 /** The columns an insert writes, in the order of its values. */
 const INSERT_COLUMNS = [
@@ -111,14 +112,14 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
         ${this.selectSql(where)}`,
       )) as unknown as Array<{ rows: any[] }>;
     } catch (error) {
-      await this.end(runner, client, 'ROLLBACK').catch(() => undefined);
+      await endPostgresTransaction(runner, client, 'ROLLBACK').catch(() => undefined);
       throw error;
     }
     const locked = results[1]?.rows[0]?.locked === true;
     const request = results[1]?.rows[0]?.request === true;
     const { record, expired } = toStored(results[2]?.rows[0]);
     if (record || !locked) {
-      await this.end(runner, client, 'ROLLBACK');
+      await endPostgresTransaction(runner, client, 'ROLLBACK');
       return record ? { kind: 'stored', record } : { kind: 'in-flight', sameRequest: !request };
     }
     // Tell TypeORM that its runner is inside a transaction, so the handler's saves join it (nested
@@ -218,28 +219,6 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     return this.sql.select + where;
   }
 
-  /**
-   * Sends the last statements of the transaction, resets TypeORM's view of the runner and releases it. When even
-   * that fails (the connection died mid-request), the connection is released with the error, so the pool discards
-   * it instead of handing a dead client to the next request.
-   */
-  private async end(runner: QueryRunner, client: PoolClient, sql: string): Promise<void> {
-    const state = runner as unknown as { isTransactionActive: boolean; transactionDepth: number };
-    let failure: unknown;
-    try {
-      await client.query(sql);
-    } catch (error) {
-      failure = error;
-      throw error;
-    } finally {
-      state.isTransactionActive = false;
-      state.transactionDepth = 0;
-      const release = (runner as unknown as { releasePostgresConnection?: (error?: unknown) => Promise<void> })
-        .releasePostgresConnection;
-      await (failure && release ? release.call(runner, failure) : runner.release());
-    }
-  }
-
   private attempt(
     runner: QueryRunner,
     client: PoolClient,
@@ -252,7 +231,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     const lit = (value: string | null) => (value === null ? 'NULL' : client.escapeLiteral(value));
     const rollback = async () => {
       // A failed statement leaves the transaction aborted; ROLLBACK ends it either way.
-      await this.end(runner, client, 'ROLLBACK');
+      await endPostgresTransaction(runner, client, 'ROLLBACK');
     };
     const commitWith = async (sql: string) => {
       try {

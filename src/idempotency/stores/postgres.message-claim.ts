@@ -12,6 +12,7 @@ import {
   RECORD_COLUMNS,
   toStored,
 } from '../idempotency-store';
+import { endPostgresTransaction } from './postgres-transaction-end';
 
 /**
  * Now on the database clock in epoch milliseconds, as the dialect's `nowMs` but through `date_part` (double
@@ -78,7 +79,7 @@ export class PostgresMessageClaim {
           this.sql.conflict,
       )) as unknown as Array<{ rows: any[] }>;
     } catch (error) {
-      await this.end(runner, client, 'ROLLBACK').catch(() => undefined);
+      await endPostgresTransaction(runner, client, 'ROLLBACK').catch(() => undefined);
       throw error;
     }
     const id = results[1]?.rows[0]?.id;
@@ -91,7 +92,7 @@ export class PostgresMessageClaim {
         );
         row = rows[0];
       } finally {
-        await this.end(runner, client, 'ROLLBACK');
+        await endPostgresTransaction(runner, client, 'ROLLBACK');
       }
       const { record } = toStored(row);
       // Gone between the two statements (the cleanup deleted it as it expired): let the delivery come back.
@@ -108,9 +109,9 @@ export class PostgresMessageClaim {
     const dialect = this.config.dialect as unknown as SqlOutboxDialect;
     const q = (c: string) => dialect.quote(c);
     const lit = (value: string | null) => (value === null ? 'NULL' : client.escapeLiteral(value));
-    const rollback = () => this.end(runner, client, 'ROLLBACK');
+    const rollback = () => endPostgresTransaction(runner, client, 'ROLLBACK');
     const commitWith = async (sql: string) => {
-      await this.end(runner, client, sql);
+      await endPostgresTransaction(runner, client, sql);
       runAfterCommit(context);
     };
     const where = `WHERE ${q('id')} = ${/^\d+$/.test(id) ? id : lit(id)}`;
@@ -134,26 +135,5 @@ export class PostgresMessageClaim {
       commitWithoutRecord: () => commitWith(`DELETE FROM ${dialect.quoteTable(this.config.table)} ${where}; COMMIT`),
       rollback,
     };
-  }
-
-  /**
-   * Sends the last statements of the transaction, resets TypeORM's view of the runner and releases it; after a
-   * failure the connection is released with the error, so the pool discards it (and its transaction with it).
-   */
-  private async end(runner: QueryRunner, client: PoolClient, sql: string): Promise<void> {
-    const state = runner as unknown as RunnerState;
-    let failure: unknown;
-    try {
-      await client.query(sql);
-    } catch (error) {
-      failure = error;
-      throw error;
-    } finally {
-      state.isTransactionActive = false;
-      state.transactionDepth = 0;
-      const release = (runner as unknown as { releasePostgresConnection?: (error?: unknown) => Promise<void> })
-        .releasePostgresConnection;
-      await (failure && release ? release.call(runner, failure) : runner.release());
-    }
   }
 }
