@@ -127,18 +127,11 @@ describeWith(
 
       expect(await app.get(OutboxPublisher).flush()).toBe(3);
       expect(await app.get<OutboxPublisher>(getOutboxToken(OutboxPublisher, 'billing')).flush()).toBe(2);
-      const http = request(app.getHttpServer());
-      await http.post('/orders').set('Idempotency-Key', 'order-1').send({ n: 1 }).expect(201);
-      await request(app.getHttpServer())
-        .post('/invoices')
-        .set('Idempotency-Key', 'invoice-1')
-        .send({ n: 1 })
-        .expect(201);
-      await request(app.getHttpServer())
-        .post('/invoices')
-        .set('Idempotency-Key', 'invoice-1')
-        .send({ n: 1 })
-        .expect(201);
+      const post = (path: string, key: string) =>
+        request(app.getHttpServer()).post(path).set('Idempotency-Key', key).send({ n: 1 }).expect(201);
+      await post('/orders', 'order-1');
+      await post('/invoices', 'invoice-1');
+      await post('/invoices', 'invoice-1'); // replayed
 
       const text = await scrape();
       const sent = (outbox: string, extra: Record<string, string> = {}) =>
