@@ -8,14 +8,7 @@ import {
   Module,
   UseGuards,
 } from '@nestjs/common';
-import {
-  ClientProxy,
-  ClientsModule,
-  EventPattern,
-  MicroserviceOptions,
-  Payload,
-  Transport,
-} from '@nestjs/microservices';
+import { ClientsModule, EventPattern, MicroserviceOptions, Payload, Transport } from '@nestjs/microservices';
 import { ScheduleModule } from '@nestjs/schedule';
 import { Test, TestingModuleBuilder } from '@nestjs/testing';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
