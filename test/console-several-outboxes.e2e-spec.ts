@@ -1,9 +1,19 @@
-import type { INestApplication } from '@nestjs/common';
+import { INestApplication, Module } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
 import request from 'supertest';
-import { getOutboxServiceToken, getOutboxToken, OutboxDeadLetters, OutboxService } from '../src';
+import {
+  getOutboxServiceToken,
+  getOutboxToken,
+  OutboxConfigurationError,
+  OutboxConsoleModule,
+  OutboxDeadLetters,
+  OutboxModule,
+  OutboxService,
+} from '../src';
 import { AmqpRecorder } from './helpers/amqp-recorder';
 import { uniqueQueue } from './helpers/consumers';
-import { CONSOLE_TOKEN, FailingSerializer, startTwoOutboxConsoleApp } from './helpers/console-app';
+import { CONSOLE_TOKEN, FailingSerializer, startTwoOutboxConsoleApp, TokenGuard } from './helpers/console-app';
 import { createTestDatabase, DATABASE_LABEL, TestDatabase } from './helpers/databases';
 import { waitFor } from './helpers/ports';
 import { describeWith } from './helpers/services';
@@ -178,3 +188,54 @@ describeWith(
     });
   },
 );
+
+describe(`Outbox console of an app whose only outbox is named, on ${DATABASE_LABEL.sqlite}`, () => {
+  let db: TestDatabase;
+  let app: INestApplication;
+
+  beforeAll(async () => {
+    db = await createTestDatabase('sqlite');
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({ ...db.options, name: 'billing', autoLoadEntities: true, synchronize: true } as never),
+        OutboxModule.forRoot({ dataSource: 'billing', client: undefined, publisher: { enabled: false } }),
+        OutboxConsoleModule.forRoot({ guard: TokenGuard }),
+      ],
+    })
+    class NamedOnlyModule {}
+    const moduleRef = await Test.createTestingModule({ imports: [NamedOnlyModule] }).compile();
+    app = moduleRef.createNestApplication({ logger: false });
+    await app.init();
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await db?.drop();
+  });
+
+  it('shows that outbox without ?outbox=, and names it when asked for the default one', async () => {
+    const billing = app.get<OutboxService>(getOutboxServiceToken('billing'));
+    await billing.transaction(() => billing.emit('InvoiceIssued', { n: 1 }));
+    const list = await request(app.getHttpServer()).get('/outbox-console/api/outboxes').set(AUTH).expect(200);
+    expect(list.body.outboxes).toEqual([
+      { name: 'billing', default: true, stats: expect.objectContaining({ pending: 1 }) },
+    ]);
+    const summary = await request(app.getHttpServer()).get('/outbox-console/api/summary').set(AUTH).expect(200);
+    expect(summary.body).toMatchObject({ pending: 1 });
+    const missing = await request(app.getHttpServer()).get('/outbox-console/api/summary?outbox=default').set(AUTH);
+    expect(missing.status).toBe(404);
+    expect(missing.body.detail).toContain('Its outboxes: billing');
+  });
+});
+
+describe('Outbox console without any outbox', () => {
+  it('fails at startup with OutboxConfigurationError saying to import OutboxModule', async () => {
+    @Module({ imports: [OutboxConsoleModule.forRoot({ guard: TokenGuard })] })
+    class NoOutboxModule {}
+    const moduleRef = await Test.createTestingModule({ imports: [NoOutboxModule] }).compile();
+    const app = moduleRef.createNestApplication({ logger: false });
+    await expect(app.init()).rejects.toThrow(OutboxConfigurationError);
+    await expect(app.init()).rejects.toThrow(/found no outbox in the app: import OutboxModule\.forRoot\(\)/);
+    await app.close();
+  });
+});
