@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, type Type } from '@nestjs/common';
 import { DiscoveryService, ModuleRef } from '@nestjs/core';
 import { OutboxConfigurationError } from '../errors';
 import { getOutboxToken } from '../outbox.constants';
@@ -66,8 +66,8 @@ export class ConsoleOutboxes {
           'the same application as the console.',
       );
     }
-    const get = <T>(type: new (...args: never[]) => T, name: string): T =>
-      this.moduleRef.get<T>(getOutboxToken(type as never, name) as never, { strict: false });
+    const get = <T>(type: Type<T>, name: string): T =>
+      this.moduleRef.get<T>(getOutboxToken(type, name), { strict: false });
     this.found = new Map(
       [...services].map(([name, outbox]) => [
         name,

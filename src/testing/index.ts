@@ -11,7 +11,7 @@
  * await flushEveryOutbox(app); // or all of them
  * ```
  */
-import type { INestApplicationContext } from '@nestjs/common';
+import type { INestApplicationContext, Type } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
 import type { TestingModuleBuilder } from '@nestjs/testing';
 import { OutboxConfigurationError } from '../errors';
@@ -101,9 +101,9 @@ function outboxesOf(app: INestApplicationContext): Map<string, OutboxService> {
 }
 
 /** A provider of the outbox of DataSource `name`; an unknown name fails naming the outboxes the app has. */
-function outboxProvider<T>(app: INestApplicationContext, type: new (...args: never[]) => T, name: string): T {
+function outboxProvider<T>(app: INestApplicationContext, type: Type<T>, name: string): T {
   try {
-    return app.get<T>(getOutboxToken(type as never, name) as never, { strict: false });
+    return app.get<T>(getOutboxToken(type, name), { strict: false });
   } catch {
     const names = [...outboxesOf(app).keys()];
     throw new OutboxConfigurationError(
