@@ -17,7 +17,8 @@ import {
   StoredIdempotencyRecord,
   toStored,
 } from '../idempotency-store';
-import { PostgresMessageClaim } from './postgres.message-claim';
+import { CHEAP_NOW_MS, PostgresMessageClaim } from './postgres.message-claim';
+import { PostgresPreparedStatements } from './postgres-prepared-statements';
 import { endPostgresTransaction } from './postgres-transaction-end';
 
 /** The columns an insert writes, in the order of its values. */
@@ -46,10 +47,12 @@ const INSERT_COLUMNS = [
  *    it fires (a snapshot older than the winner's commit, e.g. under REPEATABLE READ) everything rolls back and the
  *    caller replays the winner's record.
  *
- * Statements sent together go through the driver's simple-query protocol, which takes no bound parameters: every
- * literal goes through the `pg` client's own `escapeLiteral` (never concatenated raw), the lock id is a decimal
- * integer and the rest is fixed SQL. Advisory locks are per database and transaction-scoped, so they work behind
- * transaction-pooling proxies.
+ * The three statements are server-side prepared statements (`postgres-prepared-statements.ts`): PostgreSQL plans
+ * them once per connection, not once per request. Statements sent together go through the driver's simple-query
+ * protocol, which takes no bound parameters: every literal (the `EXECUTE` arguments too) goes through the `pg`
+ * client's own `escapeLiteral` (never concatenated raw), the lock id is a decimal integer and the rest is fixed
+ * SQL. Advisory locks are per database and transaction-scoped, so they work behind transaction-pooling proxies
+ * (where prepared statements turn themselves off).
  */
 export class PostgresIdempotencyStore implements IdempotencyStore {
   private readonly dialect: SqlOutboxDialect;
@@ -58,6 +61,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
   /** Fixed SQL of the hot path, built once. */
   private readonly sql: { select: string; insert: string; scope: string; key: string };
   private readonly messages: PostgresMessageClaim;
+  private readonly statements: PostgresPreparedStatements<'locks' | 'read' | 'insert'>;
 
   constructor(private readonly config: IdempotencyStoreConfig) {
     this.dialect = config.dialect as unknown as SqlOutboxDialect;
@@ -76,6 +80,23 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
       key: ` AND ${q('idempotency_key')} = `,
     };
     this.messages = new PostgresMessageClaim(config);
+    const now = CHEAP_NOW_MS;
+    this.statements = new PostgresPreparedStatements({
+      locks: {
+        params: ['bigint', 'bigint'],
+        sql: 'SELECT pg_try_advisory_xact_lock($1) AS locked, pg_try_advisory_xact_lock($2) AS request',
+      },
+      read: {
+        params: ['varchar', 'varchar'],
+        sql: `SELECT ${RECORD_COLUMNS.map(q).join(', ')}, ${q('expires_at')} <= ${now} AS ${q('expired')}
+          FROM ${this.table} WHERE ${q('scope')} = $1 AND ${q('idempotency_key')} = $2`,
+      },
+      insert: {
+        params: ['varchar', 'varchar', 'varchar', 'int', 'text', 'text', 'bigint'],
+        sql: `INSERT INTO ${this.table} (${INSERT_COLUMNS.map(q).join(', ')})
+          SELECT $1, $2, $3, $4, $5, $6, n.ms, n.ms + $7 FROM (SELECT ${now} AS ms) AS n`,
+      },
+    });
   }
 
   /** A message's key, written first (a redelivery waits for it): see `postgres.message-claim.ts`. */
@@ -104,15 +125,21 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
       /^[0-9a-f]{16}/.test(fingerprint) ? fingerprint : lockDigest('', '', fingerprint, '').toString('hex'),
     );
     const where = this.where(client, scope, key);
+    let prepared = false;
     let results: Array<{ rows: any[] }>;
     try {
-      results = (await client.query(
-        `BEGIN;
+      prepared = await this.statements.prepareOn(client);
+      const sql = prepared
+        ? `BEGIN; ${this.statements.execute('locks', [keyLock, requestLock])}; ` +
+          this.statements.execute('read', [client.escapeLiteral(scope), client.escapeLiteral(key)])
+        : `BEGIN;
         SELECT pg_try_advisory_xact_lock(${keyLock}) AS locked, pg_try_advisory_xact_lock(${requestLock}) AS request;
-        ${this.selectSql(where)}`,
-      )) as unknown as Array<{ rows: any[] }>;
+        ${this.selectSql(where)}`;
+      results = (await client.query(sql)) as unknown as Array<{ rows: any[] }>;
     } catch (error) {
       await endPostgresTransaction(runner, client, 'ROLLBACK').catch(() => undefined);
+      // The statements vanished from under a prepared connection (a pooling proxy): again, with plain SQL.
+      if (prepared && this.statements.outOfStep(error)) return this.begin(scope, key, fingerprint);
       throw error;
     }
     const locked = results[1]?.rows[0]?.locked === true;
@@ -127,7 +154,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     const state = runner as unknown as { isTransactionActive: boolean; transactionDepth: number };
     state.isTransactionActive = true;
     state.transactionDepth = 1;
-    return { kind: 'acquired', attempt: this.attempt(runner, client, scope, key, where, expired) };
+    return { kind: 'acquired', attempt: this.attempt(runner, client, scope, key, where, expired, prepared) };
   }
 
   /** The same locks and read inside a transaction opened elsewhere (bound parameters; the locks end with it). */
@@ -226,6 +253,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     key: string,
     where: string,
     expired: boolean,
+    prepared: boolean,
   ): IdempotencyAttempt {
     const context = attemptContext(this.config.dataSource, runner.manager);
     const lit = (value: string | null) => (value === null ? 'NULL' : client.escapeLiteral(value));
@@ -252,11 +280,12 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
       commit: async (record: NewIdempotencyRecord) => {
         const now = this.dialect.nowMs;
         const status = record.status === null ? 'NULL' : String(Math.floor(record.status));
-        const sql =
-          (expired ? `DELETE FROM ${this.table} WHERE ${where}; ` : '') +
-          `${this.sql.insert}${lit(scope)}, ${lit(key)}, ${lit(record.fingerprint)}, ${status}, ` +
-          `${lit(record.body)}, ${lit(record.headers)}, n.ms, n.ms + ${Math.floor(record.ttl)} ` +
-          `FROM (SELECT ${now} AS ms) AS n; COMMIT`;
+        const ttl = String(Math.floor(record.ttl));
+        const values = [lit(scope), lit(key), lit(record.fingerprint), status, lit(record.body), lit(record.headers)];
+        const insert = prepared
+          ? this.statements.execute('insert', [...values, ttl])
+          : `${this.sql.insert}${values.join(', ')}, n.ms, n.ms + ${ttl} FROM (SELECT ${now} AS ms) AS n`;
+        const sql = (expired ? `DELETE FROM ${this.table} WHERE ${where}; ` : '') + `${insert}; COMMIT`;
         try {
           await commitWith(sql);
         } catch (error) {
