@@ -11,12 +11,12 @@ import {
   IdempotencyStoreConfig,
   IdempotencyTake,
   isKeyViolation,
-  lockDigest,
   NewIdempotencyRecord,
   RECORD_COLUMNS,
   StoredIdempotencyRecord,
   toStored,
 } from '../idempotency-store';
+import { sha256Hex } from '../../util/sha256';
 import { CHEAP_NOW_MS, PostgresMessageClaim } from './postgres.message-claim';
 import { PostgresPreparedStatements } from './postgres-prepared-statements';
 import { endPostgresTransaction } from './postgres-transaction-end';
@@ -104,26 +104,25 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     return this.messages.claim(scope, key, fingerprint, ttl);
   }
 
-  /** The two advisory lock ids: (table, scope, key), and the same with the request's fingerprint mixed in. */
+  /**
+   * The two advisory lock ids: (table, scope, key), and the same with the request's fingerprint mixed in. The first
+   * 64 bits of `lockDigest('', table, scope, key)`, computed from its hex form (the same ids as every version).
+   */
   private lockIds(scope: string, key: string, fingerprint: string): [string, string] {
-    const digest = lockDigest('', this.config.table, scope, key);
-    const keyLock = digest.readBigInt64BE(0);
-    // The fingerprint is itself a SHA-256 (hex): mixing its first 64 bits in needs no second hash.
-    const requestLock = BigInt.asIntN(
+    const keyLock = BigInt.asIntN(
       64,
-      keyLock ^ BigInt.asIntN(64, BigInt(`0x${fingerprint.slice(0, 16).padEnd(16, '0')}`)) ^ 1n,
+      BigInt(`0x${sha256Hex(`\u0000${this.config.table}\u0000${scope}\u0000${key}\u0000`).slice(0, 16)}`),
     );
+    // The fingerprint is itself a SHA-256 (hex): mixing its first 64 bits in needs no second hash.
+    const print = /^[0-9a-f]{16}/.test(fingerprint) ? fingerprint : sha256Hex(`\u0000\u0000${fingerprint}\u0000\u0000`);
+    const requestLock = BigInt.asIntN(64, keyLock ^ BigInt.asIntN(64, BigInt(`0x${print.slice(0, 16)}`)) ^ 1n);
     return [keyLock.toString(), requestLock.toString()];
   }
 
   async begin(scope: string, key: string, fingerprint: string): Promise<IdempotencyBegin> {
     const runner = this.config.dataSource.createQueryRunner();
     const client = (await runner.connect()) as PoolClient;
-    const [keyLock, requestLock] = this.lockIds(
-      scope,
-      key,
-      /^[0-9a-f]{16}/.test(fingerprint) ? fingerprint : lockDigest('', '', fingerprint, '').toString('hex'),
-    );
+    const [keyLock, requestLock] = this.lockIds(scope, key, fingerprint);
     const where = this.where(client, scope, key);
     let prepared = false;
     let results: Array<{ rows: any[] }>;
@@ -160,11 +159,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
   /** The same locks and read inside a transaction opened elsewhere (bound parameters; the locks end with it). */
   async takeIn(manager: EntityManager, scope: string, key: string, fingerprint: string): Promise<IdempotencyTake> {
     const q = this.q;
-    const [keyLock, requestLock] = this.lockIds(
-      scope,
-      key,
-      /^[0-9a-f]{16}/.test(fingerprint) ? fingerprint : lockDigest('', '', fingerprint, '').toString('hex'),
-    );
+    const [keyLock, requestLock] = this.lockIds(scope, key, fingerprint);
     const locks = await this.dialect.execute(
       manager,
       'SELECT pg_try_advisory_xact_lock($1::bigint) AS locked, pg_try_advisory_xact_lock($2::bigint) AS request',
