@@ -46,7 +46,6 @@ describe('stableJson / fingerprintOf', () => {
         expect(text).toContain(stableJson(value));
       }),
     );
-    // eslint-disable-next-line no-sparse-arrays
     expect(stableJson([, 1])).toBe('[null,1]');
   });
 
