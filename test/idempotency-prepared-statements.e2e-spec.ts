@@ -1,9 +1,11 @@
 import type { INestApplication } from '@nestjs/common';
+import { Client, PoolClient } from 'pg';
 import { DataSource } from 'typeorm';
 import { IdempotencyRecord } from '../src';
 import { OutboxDatabase } from '../src/dialects/outbox-database';
 import type { IdempotencyBegin, IdempotencyStoreConfig } from '../src/idempotency/idempotency-store';
 import { PostgresIdempotencyStore } from '../src/idempotency/stores/postgres.idempotency-store';
+import { PostgresPreparedStatements } from '../src/idempotency/stores/postgres-prepared-statements';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
 import { createTestDatabase, TestDatabase } from './helpers/databases';
@@ -97,14 +99,28 @@ describeWith(['postgres'], 'PostgreSQL idempotency store: prepared statements', 
     expect((await store.begin('', 'd-2', F)).kind).toBe('stored');
   });
 
-  it('statements already on the connection, prepared by another client (a pooling proxy): plain SQL', async () => {
+  it('a second store of the same table uses the statements the first prepared on the connection', async () => {
     await firstRun(new PostgresIdempotencyStore(config), 'a-1');
-    const store = new PostgresIdempotencyStore(config); // knows nothing of the connection: prepares, which fails
-    await firstRun(store, 'a-2');
-    const claimed = acquired(await store.claim('consumer', 'a-m', F, HOUR));
-    expect(await claimed.commit({ fingerprint: F, status: null, body: null, headers: null, ttl: HOUR })).toBe(true);
+    const before = await prepared();
+    await firstRun(new PostgresIdempotencyStore(config), 'a-2');
+    expect(await prepared()).toBe(before);
     expect(await ds.getRepository(TestOrder).countBy({ reference: 'a-2' })).toBe(1);
-    expect((await store.begin('', 'a-2', F)).kind).toBe('stored');
-    expect((await store.claim('consumer', 'a-m', F, HOUR)).kind).toBe('stored');
+  });
+
+  it('statements already on a connection it has not prepared (a pooling proxy shares it): plain SQL from then on', async () => {
+    const statements = new PostgresPreparedStatements({ one: { params: ['int'], sql: 'SELECT $1 + 1 AS n' } });
+    const name = /^EXECUTE (\w+)\(/.exec(statements.execute('one', ['1']))![1];
+    const client = new Client({ ...(db.options as any), user: (db.options as any).username });
+    await client.connect();
+    try {
+      await client.query(`PREPARE ${name}(int) AS SELECT $1 + 1 AS n`); // another client's, on the same server
+      expect(await statements.prepareOn(client as unknown as PoolClient)).toBe(false);
+      const fresh = new Client({ ...(db.options as any), user: (db.options as any).username });
+      await fresh.connect();
+      expect(await statements.prepareOn(fresh as unknown as PoolClient)).toBe(false); // off for good
+      await fresh.end();
+    } finally {
+      await client.end();
+    }
   });
 });

@@ -12,6 +12,12 @@ export interface PreparedStatementSpec {
 const OUT_OF_STEP_CODES = new Set(['26000', '42P05']);
 
 /**
+ * The statement sets each connection (`pg` client) holds, shared by every store of the process: two stores of the
+ * same table (two applications on one DataSource) prepare the same names, and must not prepare them twice.
+ */
+const preparedOn = new WeakMap<object, Set<string>>();
+
+/**
  * The hot-path statements of a PostgreSQL idempotency store as server-side prepared statements (`PREPARE` /
  * `EXECUTE`), so that PostgreSQL parses and plans each once per connection instead of once per request: measured
  * here, that removes about half the database CPU the key adds to a request. `EXECUTE` goes through the simple-query
@@ -30,7 +36,6 @@ export class PostgresPreparedStatements<K extends string> {
   private readonly logger = new Logger('Idempotency');
   private readonly names: Record<K, string>;
   private readonly prepareAll: string;
-  private readonly prepared = new WeakSet<object>();
   private enabled = true;
 
   constructor(specs: Record<K, PreparedStatementSpec>) {
@@ -54,14 +59,16 @@ export class PostgresPreparedStatements<K extends string> {
    */
   async prepareOn(client: PoolClient): Promise<boolean> {
     if (!this.enabled) return false;
-    if (this.prepared.has(client)) return true;
+    let sets = preparedOn.get(client);
+    if (sets?.has(this.prepareAll)) return true;
     try {
       await client.query(this.prepareAll);
     } catch (error) {
       if (this.outOfStep(error)) return false;
       throw error;
     }
-    this.prepared.add(client);
+    if (!sets) preparedOn.set(client, (sets = new Set()));
+    sets.add(this.prepareAll);
     return true;
   }
 
