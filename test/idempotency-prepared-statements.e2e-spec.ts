@@ -123,4 +123,15 @@ describeWith(['postgres'], 'PostgreSQL idempotency store: prepared statements', 
       await client.end();
     }
   });
+
+  it('a migration that changes the columns under the statements (0A000): the request succeeds with plain SQL', async () => {
+    const store = new PostgresIdempotencyStore(config);
+    await firstRun(store, 'x-1');
+    await ds.query('ALTER TABLE idempotency_keys ALTER COLUMN response_status TYPE bigint');
+    await firstRun(store, 'x-2');
+    expect(await store.begin('', 'x-2', F)).toEqual({
+      kind: 'stored',
+      record: { fingerprint: F, status: 201, body: '{"key":"x-2"}', headers: null },
+    });
+  });
 });

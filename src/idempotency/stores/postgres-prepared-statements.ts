@@ -8,8 +8,11 @@ export interface PreparedStatementSpec {
   sql: string;
 }
 
-/** PostgreSQL's "prepared statement does not exist" and "prepared statement already exists". */
-const OUT_OF_STEP_CODES = new Set(['26000', '42P05']);
+/**
+ * PostgreSQL's "prepared statement does not exist", "prepared statement already exists", and `0A000`, which an
+ * `EXECUTE` raises as "cached plan must not change result type" after a migration altered the table's columns.
+ */
+const OUT_OF_STEP_CODES = new Set(['26000', '42P05', '0A000']);
 
 /**
  * The statement sets each connection (`pg` client) holds, shared by every store of the process: two stores of the
@@ -29,8 +32,9 @@ const preparedOn = new WeakMap<object, Set<string>>();
  *
  * Behind a transaction-pooling proxy (PgBouncer in transaction mode) a client's next transaction may run on another
  * server connection, where its statements do not exist (or exist already when it prepares them). The first such
- * error (`26000`, `42P05`) turns prepared statements off for this store (the caller retries with the plain SQL),
- * so the library keeps working there, as before, at the cost of the planning.
+ * error (`26000`, `42P05`; `0A000` after a migration changed the table under them) turns prepared statements off
+ * for this store (the caller retries with the plain SQL), so the library keeps working there, as before, at the
+ * cost of the planning.
  */
 export class PostgresPreparedStatements<K extends string> {
   private readonly logger = new Logger('Idempotency');
