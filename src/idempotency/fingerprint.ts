@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { sha256Hex } from '../util/sha256';
 import { JsonNestingTooDeepError, MAX_JSON_DEPTH, stableJson } from './stable-json';
 
 /**
@@ -13,5 +13,5 @@ export function fingerprintOf(...parts: unknown[]): string {
   } catch (error) {
     throw error instanceof JsonNestingTooDeepError ? new JsonNestingTooDeepError(MAX_JSON_DEPTH) : error;
   }
-  return createHash('sha256').update(text).digest('hex');
+  return sha256Hex(text);
 }

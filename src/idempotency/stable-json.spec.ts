@@ -36,6 +36,19 @@ describe('stableJson / fingerprintOf', () => {
     expect(stableJson({ a: undefined, d: new Date(0), n: 10n })).toBe('{"d":"1970-01-01T00:00:00.000Z","n":"10"}');
   });
 
+  it('writes the same text for a value however deep it sits (the shallow pass and the careful one agree)', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.integer({ min: 0, max: 80 }), (value, depth) => {
+        let wrapped: unknown = value;
+        for (let i = 0; i < depth; i++) wrapped = i % 2 ? [wrapped] : { k: wrapped };
+        const text = stableJson(wrapped);
+        expect(JSON.parse(text)).toEqual(JSON.parse(JSON.stringify(wrapped) ?? 'null'));
+        expect(text).toContain(stableJson(value));
+      }),
+    );
+    expect(stableJson([, 1])).toBe('[null,1]');
+  });
+
   it('cuts cycles instead of overflowing the stack', () => {
     const a: Record<string, unknown> = { x: 1 };
     a.self = a;

@@ -18,7 +18,53 @@ export class JsonNestingTooDeepError extends OutboxError {
  * `maxDepth` arrays and objects throws `JsonNestingTooDeepError` (instead of overflowing the stack).
  */
 export function stableJson(value: unknown, maxDepth = MAX_JSON_DEPTH): string {
+  try {
+    return writeShallow(value, 0, Math.min(SHALLOW_DEPTH, maxDepth)) ?? 'null';
+  } catch (error) {
+    if (error !== DEEPER) throw error;
+  }
   return write(value, new Set(), maxDepth) ?? 'null';
+}
+
+/**
+ * How deep the first pass goes without tracking the path: a value within it has no cycle (a cycle never ends), and
+ * the text is the same the careful pass would write; a deeper one is written again by the careful pass, which cuts
+ * cycles and enforces `maxDepth`. Request bodies and messages almost always fit, and skip the bookkeeping.
+ */
+const SHALLOW_DEPTH = 32;
+const DEEPER = new Error('deeper than the shallow pass goes');
+
+/** `write` for values at most `limit` arrays and objects deep; throws `DEEPER` beyond. */
+function writeShallow(value: unknown, depth: number, limit: number): string | undefined {
+  if (value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function') {
+    value = (value as { toJSON: () => unknown }).toJSON();
+  }
+  switch (typeof value) {
+    case 'string':
+    case 'number':
+    case 'boolean':
+      return JSON.stringify(value);
+    case 'bigint':
+      return JSON.stringify(value.toString());
+    case 'undefined':
+    case 'function':
+    case 'symbol':
+      return undefined;
+  }
+  if (value === null) return 'null';
+  if (depth >= limit) throw DEEPER;
+  if (Array.isArray(value)) {
+    let text = '[';
+    for (let i = 0; i < value.length; i++)
+      text += `${i ? ',' : ''}${writeShallow(value[i], depth + 1, limit) ?? 'null'}`;
+    return `${text}]`;
+  }
+  let text = '{';
+  for (const key of Object.keys(value as object).sort()) {
+    const item = writeShallow((value as Record<string, unknown>)[key], depth + 1, limit);
+    if (item !== undefined) text += `${text.length > 1 ? ',' : ''}${JSON.stringify(key)}:${item}`;
+  }
+  return `${text}}`;
 }
 
 /** `seen` holds the arrays and objects on the path to `value`: its size is the depth. */
@@ -44,7 +90,11 @@ function write(value: unknown, seen: Set<object>, maxDepth: number): string | un
   if (seen.size >= maxDepth) throw new JsonNestingTooDeepError(maxDepth);
   seen.add(object);
   try {
-    if (Array.isArray(object)) return `[${object.map((item) => write(item, seen, maxDepth) ?? 'null').join(',')}]`;
+    if (Array.isArray(object)) {
+      const items: string[] = [];
+      for (let i = 0; i < object.length; i++) items.push(write(object[i], seen, maxDepth) ?? 'null');
+      return `[${items.join(',')}]`;
+    }
     const parts: string[] = [];
     for (const key of Object.keys(object).sort()) {
       const text = write((object as Record<string, unknown>)[key], seen, maxDepth);

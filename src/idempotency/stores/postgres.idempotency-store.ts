@@ -11,13 +11,14 @@ import {
   IdempotencyStoreConfig,
   IdempotencyTake,
   isKeyViolation,
-  lockDigest,
   NewIdempotencyRecord,
   RECORD_COLUMNS,
   StoredIdempotencyRecord,
   toStored,
 } from '../idempotency-store';
-import { PostgresMessageClaim } from './postgres.message-claim';
+import { sha256Hex } from '../../util/sha256';
+import { CHEAP_NOW_MS, PostgresMessageClaim } from './postgres.message-claim';
+import { PostgresPreparedStatements } from './postgres-prepared-statements';
 import { endPostgresTransaction } from './postgres-transaction-end';
 
 /** The columns an insert writes, in the order of its values. */
@@ -46,10 +47,12 @@ const INSERT_COLUMNS = [
  *    it fires (a snapshot older than the winner's commit, e.g. under REPEATABLE READ) everything rolls back and the
  *    caller replays the winner's record.
  *
- * Statements sent together go through the driver's simple-query protocol, which takes no bound parameters: every
- * literal goes through the `pg` client's own `escapeLiteral` (never concatenated raw), the lock id is a decimal
- * integer and the rest is fixed SQL. Advisory locks are per database and transaction-scoped, so they work behind
- * transaction-pooling proxies.
+ * The three statements are server-side prepared statements (`postgres-prepared-statements.ts`): PostgreSQL plans
+ * them once per connection, not once per request. Statements sent together go through the driver's simple-query
+ * protocol, which takes no bound parameters: every literal (the `EXECUTE` arguments too) goes through the `pg`
+ * client's own `escapeLiteral` (never concatenated raw), the lock id is a decimal integer and the rest is fixed
+ * SQL. Advisory locks are per database and transaction-scoped, so they work behind transaction-pooling proxies
+ * (where prepared statements turn themselves off).
  */
 export class PostgresIdempotencyStore implements IdempotencyStore {
   private readonly dialect: SqlOutboxDialect;
@@ -58,6 +61,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
   /** Fixed SQL of the hot path, built once. */
   private readonly sql: { select: string; insert: string; scope: string; key: string };
   private readonly messages: PostgresMessageClaim;
+  private readonly statements: PostgresPreparedStatements<'locks' | 'read' | 'insert'>;
 
   constructor(private readonly config: IdempotencyStoreConfig) {
     this.dialect = config.dialect as unknown as SqlOutboxDialect;
@@ -76,6 +80,23 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
       key: ` AND ${q('idempotency_key')} = `,
     };
     this.messages = new PostgresMessageClaim(config);
+    const now = CHEAP_NOW_MS;
+    this.statements = new PostgresPreparedStatements({
+      locks: {
+        params: ['bigint', 'bigint'],
+        sql: 'SELECT pg_try_advisory_xact_lock($1) AS locked, pg_try_advisory_xact_lock($2) AS request',
+      },
+      read: {
+        params: ['varchar', 'varchar'],
+        sql: `SELECT ${RECORD_COLUMNS.map(q).join(', ')}, ${q('expires_at')} <= ${now} AS ${q('expired')}
+          FROM ${this.table} WHERE ${q('scope')} = $1 AND ${q('idempotency_key')} = $2`,
+      },
+      insert: {
+        params: ['varchar', 'varchar', 'varchar', 'int', 'text', 'text', 'bigint'],
+        sql: `INSERT INTO ${this.table} (${INSERT_COLUMNS.map(q).join(', ')})
+          SELECT $1, $2, $3, $4, $5, $6, n.ms, n.ms + $7 FROM (SELECT ${now} AS ms) AS n`,
+      },
+    });
   }
 
   /** A message's key, written first (a redelivery waits for it): see `postgres.message-claim.ts`. */
@@ -83,36 +104,41 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     return this.messages.claim(scope, key, fingerprint, ttl);
   }
 
-  /** The two advisory lock ids: (table, scope, key), and the same with the request's fingerprint mixed in. */
+  /**
+   * The two advisory lock ids: (table, scope, key), and the same with the request's fingerprint mixed in. The first
+   * 64 bits of `lockDigest('', table, scope, key)`, computed from its hex form (the same ids as every version).
+   */
   private lockIds(scope: string, key: string, fingerprint: string): [string, string] {
-    const digest = lockDigest('', this.config.table, scope, key);
-    const keyLock = digest.readBigInt64BE(0);
-    // The fingerprint is itself a SHA-256 (hex): mixing its first 64 bits in needs no second hash.
-    const requestLock = BigInt.asIntN(
+    const keyLock = BigInt.asIntN(
       64,
-      keyLock ^ BigInt.asIntN(64, BigInt(`0x${fingerprint.slice(0, 16).padEnd(16, '0')}`)) ^ 1n,
+      BigInt(`0x${sha256Hex(`\u0000${this.config.table}\u0000${scope}\u0000${key}\u0000`).slice(0, 16)}`),
     );
+    // The fingerprint is itself a SHA-256 (hex): mixing its first 64 bits in needs no second hash.
+    const print = /^[0-9a-f]{16}/.test(fingerprint) ? fingerprint : sha256Hex(`\u0000\u0000${fingerprint}\u0000\u0000`);
+    const requestLock = BigInt.asIntN(64, keyLock ^ BigInt.asIntN(64, BigInt(`0x${print.slice(0, 16)}`)) ^ 1n);
     return [keyLock.toString(), requestLock.toString()];
   }
 
   async begin(scope: string, key: string, fingerprint: string): Promise<IdempotencyBegin> {
     const runner = this.config.dataSource.createQueryRunner();
     const client = (await runner.connect()) as PoolClient;
-    const [keyLock, requestLock] = this.lockIds(
-      scope,
-      key,
-      /^[0-9a-f]{16}/.test(fingerprint) ? fingerprint : lockDigest('', '', fingerprint, '').toString('hex'),
-    );
+    const [keyLock, requestLock] = this.lockIds(scope, key, fingerprint);
     const where = this.where(client, scope, key);
+    let prepared = false;
     let results: Array<{ rows: any[] }>;
     try {
-      results = (await client.query(
-        `BEGIN;
+      prepared = await this.statements.prepareOn(client);
+      const sql = prepared
+        ? `BEGIN; ${this.statements.execute('locks', [keyLock, requestLock])}; ` +
+          this.statements.execute('read', [client.escapeLiteral(scope), client.escapeLiteral(key)])
+        : `BEGIN;
         SELECT pg_try_advisory_xact_lock(${keyLock}) AS locked, pg_try_advisory_xact_lock(${requestLock}) AS request;
-        ${this.selectSql(where)}`,
-      )) as unknown as Array<{ rows: any[] }>;
+        ${this.selectSql(where)}`;
+      results = (await client.query(sql)) as unknown as Array<{ rows: any[] }>;
     } catch (error) {
       await endPostgresTransaction(runner, client, 'ROLLBACK').catch(() => undefined);
+      // The statements vanished from under a prepared connection (a pooling proxy): again, with plain SQL.
+      if (prepared && this.statements.outOfStep(error)) return this.begin(scope, key, fingerprint);
       throw error;
     }
     const locked = results[1]?.rows[0]?.locked === true;
@@ -127,17 +153,13 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     const state = runner as unknown as { isTransactionActive: boolean; transactionDepth: number };
     state.isTransactionActive = true;
     state.transactionDepth = 1;
-    return { kind: 'acquired', attempt: this.attempt(runner, client, scope, key, where, expired) };
+    return { kind: 'acquired', attempt: this.attempt(runner, client, scope, key, where, expired, prepared) };
   }
 
   /** The same locks and read inside a transaction opened elsewhere (bound parameters; the locks end with it). */
   async takeIn(manager: EntityManager, scope: string, key: string, fingerprint: string): Promise<IdempotencyTake> {
     const q = this.q;
-    const [keyLock, requestLock] = this.lockIds(
-      scope,
-      key,
-      /^[0-9a-f]{16}/.test(fingerprint) ? fingerprint : lockDigest('', '', fingerprint, '').toString('hex'),
-    );
+    const [keyLock, requestLock] = this.lockIds(scope, key, fingerprint);
     const locks = await this.dialect.execute(
       manager,
       'SELECT pg_try_advisory_xact_lock($1::bigint) AS locked, pg_try_advisory_xact_lock($2::bigint) AS request',
@@ -226,6 +248,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     key: string,
     where: string,
     expired: boolean,
+    prepared: boolean,
   ): IdempotencyAttempt {
     const context = attemptContext(this.config.dataSource, runner.manager);
     const lit = (value: string | null) => (value === null ? 'NULL' : client.escapeLiteral(value));
@@ -252,11 +275,12 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
       commit: async (record: NewIdempotencyRecord) => {
         const now = this.dialect.nowMs;
         const status = record.status === null ? 'NULL' : String(Math.floor(record.status));
-        const sql =
-          (expired ? `DELETE FROM ${this.table} WHERE ${where}; ` : '') +
-          `${this.sql.insert}${lit(scope)}, ${lit(key)}, ${lit(record.fingerprint)}, ${status}, ` +
-          `${lit(record.body)}, ${lit(record.headers)}, n.ms, n.ms + ${Math.floor(record.ttl)} ` +
-          `FROM (SELECT ${now} AS ms) AS n; COMMIT`;
+        const ttl = String(Math.floor(record.ttl));
+        const values = [lit(scope), lit(key), lit(record.fingerprint), status, lit(record.body), lit(record.headers)];
+        const insert = prepared
+          ? this.statements.execute('insert', [...values, ttl])
+          : `${this.sql.insert}${values.join(', ')}, n.ms, n.ms + ${ttl} FROM (SELECT ${now} AS ms) AS n`;
+        const sql = (expired ? `DELETE FROM ${this.table} WHERE ${where}; ` : '') + `${insert}; COMMIT`;
         try {
           await commitWith(sql);
         } catch (error) {

@@ -12,6 +12,7 @@ import {
   RECORD_COLUMNS,
   toStored,
 } from '../idempotency-store';
+import { PostgresPreparedStatements } from './postgres-prepared-statements';
 import { endPostgresTransaction } from './postgres-transaction-end';
 
 /**
@@ -19,7 +20,7 @@ import { endPostgresTransaction } from './postgres-transaction-end';
  * precision) rather than `extract` (numeric since PostgreSQL 14): the same value, measurably less backend CPU in the
  * one statement a delivery adds.
  */
-const CHEAP_NOW_MS = `(date_part('epoch', clock_timestamp()) * 1000)::bigint`;
+export const CHEAP_NOW_MS = `(date_part('epoch', clock_timestamp()) * 1000)::bigint`;
 
 /** TypeORM's view of whether its runner is inside a transaction. */
 type RunnerState = { isTransactionActive: boolean; transactionDepth: number };
@@ -36,11 +37,13 @@ type RunnerState = { isTransactionActive: boolean; transactionDepth: number };
  * 2. The handler's statements, in this transaction.
  * 3. `COMMIT` — or `UPDATE <the row's response>; COMMIT` when the handler returned a value (`@MessagePattern`).
  *
- * As many round trips as a handler without the record, and one statement more. Literals go through the `pg`
- * client's own `escapeLiteral`; the row id is an integer from the database.
+ * As many round trips as a handler without the record, and one statement more. The statements are server-side
+ * prepared statements (`postgres-prepared-statements.ts`), planned once per connection. Literals (the `EXECUTE`
+ * arguments too) go through the `pg` client's own `escapeLiteral`; the row id is an integer from the database.
  */
 export class PostgresMessageClaim {
   private readonly sql: { insert: string; conflict: string; select: string; key: string; update: string };
+  private readonly statements: PostgresPreparedStatements<'claim' | 'read' | 'respond'>;
 
   constructor(private readonly config: IdempotencyStoreConfig) {
     const dialect = config.dialect as unknown as SqlOutboxDialect;
@@ -66,20 +69,42 @@ export class PostgresMessageClaim {
         UPDATE ${table}
         SET `,
     };
+    const responseColumns = ['response_status', 'response_body', 'response_headers'];
+    this.statements = new PostgresPreparedStatements({
+      claim: {
+        params: ['varchar', 'varchar', 'varchar', 'bigint'],
+        sql: `${this.sql.insert}$1, $2, $3, ${now}, ${now} + $4)${this.sql.conflict}`,
+      },
+      read: { params: ['varchar', 'varchar'], sql: `${this.sql.select}$1${this.sql.key}$2` },
+      respond: {
+        params: ['int', 'text', 'text', 'bigint'],
+        sql: `${this.sql.update}${responseColumns.map((c, i) => `${q(c)} = $${i + 1}`).join(', ')} WHERE ${q('id')} = $4`,
+      },
+    });
   }
 
   async claim(scope: string, key: string, fingerprint: string, ttl: number): Promise<IdempotencyBegin> {
     const runner = this.config.dataSource.createQueryRunner();
     const client = (await runner.connect()) as PoolClient;
+    const [scopeText, keyText] = [client.escapeLiteral(scope), client.escapeLiteral(key)];
+    let prepared = false;
     let results: Array<{ rows: any[] }>;
     try {
-      results = (await client.query(
-        `BEGIN; ${this.sql.insert}${client.escapeLiteral(scope)}, ${client.escapeLiteral(key)}, ` +
-          `${client.escapeLiteral(fingerprint)}, ${CHEAP_NOW_MS}, ${CHEAP_NOW_MS} + ${Math.floor(ttl)})` +
-          this.sql.conflict,
-      )) as unknown as Array<{ rows: any[] }>;
+      prepared = await this.statements.prepareOn(client);
+      const claim = prepared
+        ? this.statements.execute('claim', [
+            scopeText,
+            keyText,
+            client.escapeLiteral(fingerprint),
+            String(Math.floor(ttl)),
+          ])
+        : `${this.sql.insert}${scopeText}, ${keyText}, ${client.escapeLiteral(fingerprint)}, ${CHEAP_NOW_MS}, ` +
+          `${CHEAP_NOW_MS} + ${Math.floor(ttl)})${this.sql.conflict}`;
+      results = (await client.query(`BEGIN; ${claim}`)) as unknown as Array<{ rows: any[] }>;
     } catch (error) {
       await endPostgresTransaction(runner, client, 'ROLLBACK').catch(() => undefined);
+      // The statements vanished from under a prepared connection (a pooling proxy): again, with plain SQL.
+      if (prepared && this.statements.outOfStep(error)) return this.claim(scope, key, fingerprint, ttl);
       throw error;
     }
     const id = results[1]?.rows[0]?.id;
@@ -88,7 +113,9 @@ export class PostgresMessageClaim {
       let row: unknown;
       try {
         const { rows } = await client.query(
-          `${this.sql.select}${client.escapeLiteral(scope)}${this.sql.key}${client.escapeLiteral(key)}`,
+          prepared
+            ? this.statements.execute('read', [scopeText, keyText])
+            : `${this.sql.select}${scopeText}${this.sql.key}${keyText}`,
         );
         row = rows[0];
       } finally {
@@ -101,10 +128,10 @@ export class PostgresMessageClaim {
     const state = runner as unknown as RunnerState;
     state.isTransactionActive = true;
     state.transactionDepth = 1;
-    return { kind: 'acquired', attempt: this.attempt(runner, client, String(id)) };
+    return { kind: 'acquired', attempt: this.attempt(runner, client, String(id), prepared) };
   }
 
-  private attempt(runner: QueryRunner, client: PoolClient, id: string): IdempotencyAttempt {
+  private attempt(runner: QueryRunner, client: PoolClient, id: string, prepared: boolean): IdempotencyAttempt {
     const context = attemptContext(this.config.dataSource, runner.manager);
     const dialect = this.config.dialect as unknown as SqlOutboxDialect;
     const q = (c: string) => dialect.quote(c);
@@ -122,6 +149,10 @@ export class PostgresMessageClaim {
         const { status, body, headers } = record;
         if (status === null && body === null && headers === null) {
           await commitWith('COMMIT');
+        } else if (prepared) {
+          const status_ = status === null ? 'NULL' : String(Math.floor(status));
+          const row = /^\d+$/.test(id) ? id : lit(id);
+          await commitWith(`${this.statements.execute('respond', [status_, lit(body), lit(headers), row])}; COMMIT`);
         } else {
           const set = [
             `${q('response_status')} = ${status === null ? 'NULL' : String(Math.floor(status))}`,
