@@ -1,0 +1,212 @@
+import { DefaultNamingStrategy } from 'typeorm';
+import { OutboxConfigurationError } from '../errors';
+
+/**
+ * Where one outbox keeps its tables: `OutboxModule.forRoot({ tables })`, `outboxEntities()` and
+ * `outboxMigrations()` take the same object. Leave it out for the shipped names (`outbox_messages`, …).
+ *
+ * ```ts
+ * { prefix: 'billing_' }                  // billing_outbox_messages, billing_idempotency_keys, … beside the default set
+ * { schema: 'billing' }                   // billing.outbox_messages, … (PostgreSQL only)
+ * ```
+ */
+export interface OutboxTablesOptions {
+  /**
+   * Put before every table name (and so every index and constraint name): letters, digits and `_`, starting with a
+   * letter or `_`. Two outboxes with different prefixes share one database or schema without any name colliding.
+   * @default '' (the shipped names)
+   */
+  prefix?: string;
+  /**
+   * PostgreSQL schema of the tables (it must exist, or be created by `synchronize` or the migrations of
+   * `outboxMigrations()`). Not supported on MySQL/MariaDB and SQLite: use a `prefix` there.
+   * @default the DataSource's schema (`search_path`, normally `public`)
+   */
+  schema?: string;
+}
+
+/** The names of one outbox's tables (without schema) and their schema. */
+export interface OutboxTableNames {
+  readonly prefix: string;
+  readonly schema?: string;
+  /** `OutboxMessage`'s table. */
+  readonly messages: string;
+  /** `OutboxAttempt`'s table. */
+  readonly attempts: string;
+  /** `OutboxKeyLock`'s table (MySQL/MariaDB). */
+  readonly keyLocks: string;
+  /** `IdempotencyRecord`'s table. */
+  readonly idempotencyKeys: string;
+  /** `IdempotencyStep`'s table. */
+  readonly idempotencySteps: string;
+}
+
+/** The shipped table names, before any prefix. */
+export const OUTBOX_TABLE_BASE_NAMES = Object.freeze({
+  messages: 'outbox_messages',
+  attempts: 'outbox_attempts',
+  keyLocks: 'outbox_key_locks',
+  idempotencyKeys: 'idempotency_keys',
+  idempotencySteps: 'idempotency_steps',
+});
+
+/** Letters, digits and `_`, not starting with a digit: valid unquoted on every supported database. */
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** The table names of `options` (checked: a bad prefix or schema throws `OutboxConfigurationError`). */
+export function outboxTableNames(options: OutboxTablesOptions = {}): OutboxTableNames {
+  const { prefix = '', schema } = checkTablesOptions(options);
+  const b = OUTBOX_TABLE_BASE_NAMES;
+  return Object.freeze({
+    prefix,
+    ...(schema === undefined ? {} : { schema }),
+    messages: prefix + b.messages,
+    attempts: prefix + b.attempts,
+    keyLocks: prefix + b.keyLocks,
+    idempotencyKeys: prefix + b.idempotencyKeys,
+    idempotencySteps: prefix + b.idempotencySteps,
+  });
+}
+
+/** `@Entity()` options of one table of a set: its name, and its schema when one is set. */
+export function tableEntityOptions(
+  tables: OutboxTableNames,
+  which: keyof typeof OUTBOX_TABLE_BASE_NAMES,
+): { name: string; schema?: string } {
+  return { name: tables[which], ...(tables.schema === undefined ? {} : { schema: tables.schema }) };
+}
+
+/** The names of every index, unique and foreign key constraint and primary key, derived from the table names. */
+export interface OutboxIndexNames {
+  messages: {
+    primaryKey: string;
+    messageIdUnique: string;
+    claim: string;
+    key: string;
+    cleanup: string;
+    dead: string;
+  };
+  attempts: { primaryKey: string; message: string; messageForeignKey: string };
+  keyLocks: { primaryKey: string };
+  idempotencyKeys: { primaryKey: string; scopeKeyUnique: string; expiresAt: string };
+  idempotencySteps: { primaryKey: string; scopeKeyStepUnique: string; expiresAt: string };
+}
+
+const naming = new DefaultNamingStrategy();
+
+/**
+ * The one place index and constraint names come from: `<kind>_<table>_<what>` (and TypeORM's default primary key
+ * names for the outbox tables), so that the shipped names stay what they always were and every prefixed set gets
+ * names of its own. Used by the entities (`outboxEntities()`) and the migrations (`outboxMigrations()`) alike.
+ */
+export function outboxIndexNames(tables: OutboxTableNames): OutboxIndexNames {
+  const { messages: m, attempts: a, keyLocks: k, idempotencyKeys: ik, idempotencySteps: is } = tables;
+  return {
+    messages: {
+      primaryKey: naming.primaryKeyName(m, ['seq']),
+      messageIdUnique: `UQ_${m}_message_id`,
+      claim: `IDX_${m}_claim`,
+      key: `IDX_${m}_key`,
+      cleanup: `IDX_${m}_cleanup`,
+      dead: `IDX_${m}_dead`,
+    },
+    attempts: {
+      primaryKey: naming.primaryKeyName(a, ['id']),
+      message: `IDX_${a}_message`,
+      messageForeignKey: `FK_${a}_message`,
+    },
+    keyLocks: { primaryKey: naming.primaryKeyName(k, ['bucket']) },
+    idempotencyKeys: {
+      primaryKey: `PK_${ik}`,
+      scopeKeyUnique: `UQ_${ik}_scope_key`,
+      expiresAt: `IDX_${ik}_expires_at`,
+    },
+    idempotencySteps: {
+      primaryKey: `PK_${is}`,
+      scopeKeyStepUnique: `UQ_${is}_scope_key_step`,
+      expiresAt: `IDX_${is}_expires_at`,
+    },
+  };
+}
+
+/** Longest identifier (table, index, constraint, schema) per database: PostgreSQL 63 bytes, MySQL/MariaDB 64. */
+const MAX_IDENTIFIER_LENGTH: Record<string, number> = { postgres: 63, mysql: 64, mariadb: 64 };
+
+/**
+ * Checks the names of a table set against the database of `driverType`: every table, index and constraint name
+ * within its length limit, and `schema` only where it is supported (PostgreSQL). Throws `OutboxConfigurationError`.
+ */
+export function checkTableNamesFor(tables: OutboxTableNames, driverType: string, where: string): void {
+  if (tables.schema !== undefined && driverType !== 'postgres') {
+    throw new OutboxConfigurationError(
+      `${where}: tables.schema ('${tables.schema}') is supported on PostgreSQL only, but the DataSource is ` +
+        `'${driverType}'. Use tables: { prefix: '${tables.schema}_' } to keep this outbox's tables apart instead.`,
+    );
+  }
+  const max = MAX_IDENTIFIER_LENGTH[driverType];
+  if (max === undefined) return;
+  const indexes = outboxIndexNames(tables);
+  const names = [
+    ...(tables.schema === undefined ? [] : [tables.schema]),
+    ...Object.values(OUTBOX_TABLE_BASE_NAMES).map((b) => tables.prefix + b),
+    ...Object.values(indexes).flatMap((set) => Object.values(set) as string[]),
+  ];
+  const tooLong = names.filter((n) => Buffer.byteLength(n, 'utf8') > max);
+  if (tooLong.length > 0) {
+    const longest = Math.max(...tooLong.map((n) => n.length));
+    throw new OutboxConfigurationError(
+      `${where}: tables.prefix '${tables.prefix}' makes names longer than ${driverType} allows (${max} bytes): ` +
+        `${tooLong.join(', ')}. Shorten the prefix by at least ${longest - max} characters.`,
+    );
+  }
+}
+
+function checkTablesOptions(options: OutboxTablesOptions): OutboxTablesOptions {
+  if (options === null || typeof options !== 'object') {
+    throw new OutboxConfigurationError(
+      `tables must be an object like { prefix: 'billing_' } or { schema: 'billing' }, got ${String(options)}.`,
+    );
+  }
+  const unknown = Object.keys(options).filter((k) => k !== 'prefix' && k !== 'schema');
+  if (unknown.length > 0) {
+    throw new OutboxConfigurationError(
+      `tables has unknown option${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')}: it takes prefix and schema.`,
+    );
+  }
+  const { prefix, schema } = options;
+  if (prefix !== undefined && (typeof prefix !== 'string' || (prefix !== '' && !IDENTIFIER.test(prefix)))) {
+    throw new OutboxConfigurationError(
+      `tables.prefix must be letters, digits and _ (not starting with a digit), like 'billing_'; ` +
+        `got ${JSON.stringify(prefix)}.`,
+    );
+  }
+  if (schema !== undefined && (typeof schema !== 'string' || !IDENTIFIER.test(schema))) {
+    throw new OutboxConfigurationError(
+      `tables.schema must be a schema name of letters, digits and _ (not starting with a digit), like 'billing'; ` +
+        `got ${JSON.stringify(schema)}.`,
+    );
+  }
+  return options;
+}
+
+/**
+ * The tables that belong with the outbox table `outboxTable` (a table path, `[schema.]<prefix>outbox_messages`):
+ * the same schema and prefix. A table named otherwise (a custom naming strategy) keeps the shipped companions.
+ */
+export function companionTablePath(outboxTable: string, which: 'attempts' | 'keyLocks'): string {
+  const parts = outboxTable.split('.');
+  const last = parts[parts.length - 1];
+  const base = OUTBOX_TABLE_BASE_NAMES.messages;
+  const prefix = last.endsWith(base) ? last.slice(0, -base.length) : '';
+  parts[parts.length - 1] = prefix + OUTBOX_TABLE_BASE_NAMES[which];
+  return parts.join('.');
+}
+
+/** A readable form of the options for messages: `{ prefix: 'billing_' }`. */
+export function describeTablesOptions(tables: OutboxTableNames): string {
+  const parts = [
+    ...(tables.prefix ? [`prefix: '${tables.prefix}'`] : []),
+    ...(tables.schema !== undefined ? [`schema: '${tables.schema}'`] : []),
+  ];
+  return parts.length === 0 ? '' : `{ ${parts.join(', ')} }`;
+}
