@@ -76,57 +76,58 @@ export function tableEntityOptions(
   return { name: tables[which], ...(tables.schema === undefined ? {} : { schema: tables.schema }) };
 }
 
-/** The names of every index, unique and foreign key constraint and primary key, derived from the table names. */
-export interface OutboxIndexNames {
-  messages: {
-    primaryKey: string;
-    messageIdUnique: string;
-    claim: string;
-    key: string;
-    cleanup: string;
-    dead: string;
-  };
-  attempts: { primaryKey: string; message: string; messageForeignKey: string };
-  keyLocks: { primaryKey: string };
-  idempotencyKeys: { primaryKey: string; scopeKeyUnique: string; expiresAt: string };
-  idempotencySteps: { primaryKey: string; scopeKeyStepUnique: string; expiresAt: string };
-}
-
 const naming = new DefaultNamingStrategy();
 
 /**
  * The one place index and constraint names come from: `<kind>_<table>_<what>` (and TypeORM's default primary key
  * names for the outbox tables), so that the shipped names stay what they always were and every prefixed set gets
- * names of its own. Used by the entities (`outboxEntities()`) and the migrations (`outboxMigrations()`) alike.
+ * names of its own. Used by the entities (`outboxEntities()`), the migrations (`outboxMigrations()`) and the code
+ * that recognizes an index by name, alike. Each takes a table name without schema.
  */
+export const indexNamesOf = {
+  messages: (m: string) => ({
+    primaryKey: naming.primaryKeyName(m, ['seq']),
+    messageIdUnique: `UQ_${m}_message_id`,
+    claim: `IDX_${m}_claim`,
+    key: `IDX_${m}_key`,
+    cleanup: `IDX_${m}_cleanup`,
+    dead: `IDX_${m}_dead`,
+  }),
+  attempts: (a: string) => ({
+    primaryKey: naming.primaryKeyName(a, ['id']),
+    message: `IDX_${a}_message`,
+    messageForeignKey: `FK_${a}_message`,
+  }),
+  keyLocks: (k: string) => ({ primaryKey: naming.primaryKeyName(k, ['bucket']) }),
+  idempotencyKeys: (t: string) => ({
+    primaryKey: `PK_${t}`,
+    scopeKeyUnique: `UQ_${t}_scope_key`,
+    expiresAt: `IDX_${t}_expires_at`,
+  }),
+  idempotencySteps: (t: string) => ({
+    primaryKey: `PK_${t}`,
+    scopeKeyStepUnique: `UQ_${t}_scope_key_step`,
+    expiresAt: `IDX_${t}_expires_at`,
+  }),
+};
+
+/** The names of every index, unique and foreign key constraint and primary key of a table set. */
+export type OutboxIndexNames = { [K in keyof typeof indexNamesOf]: ReturnType<(typeof indexNamesOf)[K]> };
+
+/** The index and constraint names of the tables `tables` (see `indexNamesOf`). */
 export function outboxIndexNames(tables: OutboxTableNames): OutboxIndexNames {
-  const { messages: m, attempts: a, keyLocks: k, idempotencyKeys: ik, idempotencySteps: is } = tables;
   return {
-    messages: {
-      primaryKey: naming.primaryKeyName(m, ['seq']),
-      messageIdUnique: `UQ_${m}_message_id`,
-      claim: `IDX_${m}_claim`,
-      key: `IDX_${m}_key`,
-      cleanup: `IDX_${m}_cleanup`,
-      dead: `IDX_${m}_dead`,
-    },
-    attempts: {
-      primaryKey: naming.primaryKeyName(a, ['id']),
-      message: `IDX_${a}_message`,
-      messageForeignKey: `FK_${a}_message`,
-    },
-    keyLocks: { primaryKey: naming.primaryKeyName(k, ['bucket']) },
-    idempotencyKeys: {
-      primaryKey: `PK_${ik}`,
-      scopeKeyUnique: `UQ_${ik}_scope_key`,
-      expiresAt: `IDX_${ik}_expires_at`,
-    },
-    idempotencySteps: {
-      primaryKey: `PK_${is}`,
-      scopeKeyStepUnique: `UQ_${is}_scope_key_step`,
-      expiresAt: `IDX_${is}_expires_at`,
-    },
+    messages: indexNamesOf.messages(tables.messages),
+    attempts: indexNamesOf.attempts(tables.attempts),
+    keyLocks: indexNamesOf.keyLocks(tables.keyLocks),
+    idempotencyKeys: indexNamesOf.idempotencyKeys(tables.idempotencyKeys),
+    idempotencySteps: indexNamesOf.idempotencySteps(tables.idempotencySteps),
   };
+}
+
+/** The table name of a table path (`schema.table` → `table`). */
+export function tableNameOf(tablePath: string): string {
+  return tablePath.split('.').pop()!;
 }
 
 /** Longest identifier (table, index, constraint, schema) per database: PostgreSQL 63 bytes, MySQL/MariaDB 64. */
