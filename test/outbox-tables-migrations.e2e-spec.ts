@@ -81,7 +81,8 @@ for (const kind of kinds) {
         }
         // And the rest of the way down drops every table.
         for (let left = ran.length - (sets.length + 1); left > 0; left--) await ds.undoLastMigration();
-        for (const s of [{}, ...sets]) for (const table of tablesOf(s)) expect(await runner.hasTable(table)).toBe(false);
+        for (const s of [{}, ...sets])
+          for (const table of tablesOf(s)) expect(await runner.hasTable(table)).toBe(false);
       } finally {
         await runner.release();
       }

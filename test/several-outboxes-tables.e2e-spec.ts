@@ -18,7 +18,7 @@ import {
 import { TestOrder } from './fixtures/order.entity';
 import { AmqpRecorder } from './helpers/amqp-recorder';
 import { rmqClientOptions, uniqueQueue } from './helpers/consumers';
-import { DATABASE_LABEL, type DatabaseKind } from './helpers/databases';
+import { DATABASE_LABEL } from './helpers/databases';
 import { useTestDatabase } from './helpers/e2e-fixture';
 import { waitFor } from './helpers/ports';
 import { describeWith } from './helpers/services';
@@ -66,7 +66,7 @@ class ShopController {
   }
 }
 
-for (const kind of ['postgres', 'mariadb'] as DatabaseKind[]) {
+for (const kind of ['postgres', 'mariadb'] as const) {
   describeWith(
     [kind, 'rabbitmq'],
     `Two outboxes in one ${DATABASE_LABEL[kind]} database, apart by table prefix (tables: { prefix })`,
