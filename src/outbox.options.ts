@@ -1,8 +1,8 @@
-import type { OutboxTablesOptions } from './schema/outbox-table-names';
 import { hostname } from 'node:os';
 import type { InjectionToken } from '@nestjs/common';
 import type { IdempotencyDefaults, ResolvedIdempotencyDefaults } from './idempotency/idempotency.options';
 import type { OutboxRoute } from './publisher/destinations/outbox-route.types';
+import type { OutboxTablesOptions } from './schema/outbox-tables.options';
 import type { OutboxTransactionSource } from './transaction/transaction.types';
 
 /** Transports the publisher knows how to stamp with a message id. `auto` picks one from the client's class. */
