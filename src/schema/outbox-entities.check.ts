@@ -44,7 +44,7 @@ export function checkEntitiesRegistered(
     .join(', ');
   const shipped = options === '';
   const other = dataSource.entityMetadatas
-    .filter((m) => m.tableName.endsWith('outbox_messages'))
+    .filter((m) => m.tableName.endsWith(OUTBOX_TABLE_BASE_NAMES.messages))
     .map((m) => m.tablePath);
   throw new OutboxConfigurationError(
     `The DataSource '${name}' has no entity for the table${missing.length > 1 ? 's' : ''} ${list} of its outbox` +

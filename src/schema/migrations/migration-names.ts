@@ -64,6 +64,10 @@ export interface TableSetMigration extends MigrationInterface {
  * migrations are recorded apart.
  */
 export function migrationForTables<T extends new () => TableSetMigration>(base: T, tables: OutboxTableNames): T {
+  // A shipped migration that ignored `tables` would write the shipped tables for every outbox.
+  if (!('tables' in new base())) {
+    throw new Error(`${base.name} does not take table names (a \`tables\` field read by up() and down()).`);
+  }
   const baseName = base.name;
   const timestamp = baseName.slice(-13);
   const tag = tables.schema === undefined ? tables.prefix : `${tables.schema}.${tables.prefix}`;
