@@ -42,6 +42,16 @@ export { CreateIdempotencyKeys1764460800000 } from './schema/migrations/17644608
 export { OutboxAttempt, OUTBOX_ATTEMPTS_TABLE } from './schema/outbox-attempt.entity';
 export { AddOutboxAttempts1765152000000 } from './schema/migrations/1765152000000-outbox-attempts';
 export { CreateIdempotencySteps1765411200000 } from './schema/migrations/1765411200000-idempotency-steps';
+/** One outbox's own table names (`tables` of `forRoot()`): its entities and migrations under those names. */
+export { outboxEntities } from './schema/outbox-entities';
+export { outboxMigrations } from './schema/migrations';
+export type { OutboxTableNames, OutboxTablesOptions } from './schema/outbox-table-names';
+/** The columns shared by the shipped entities and those of `outboxEntities()`. */
+export { OutboxMessageColumns } from './schema/outbox-message.entity';
+export { OutboxAttemptColumns } from './schema/outbox-attempt.entity';
+export { OutboxKeyLockColumns } from './schema/outbox-key-lock.entity';
+export { IdempotencyRecordColumns } from './schema/idempotency-record.entity';
+export { IdempotencyStepColumns } from './schema/idempotency-step.entity';
 
 // ── Producing: the business write and its event in one transaction ───────────────────────────────────────────
 /** `transaction()`, `emit()`, `emitMany()`, `manager`, `stats()`, `flush()`. */

@@ -6,6 +6,8 @@ export const OUTBOX_OPTIONS = Symbol('nestjs-outbox:options');
 export const OUTBOX_DATA_SOURCE = Symbol('nestjs-outbox:data-source');
 /** Token of the name of the outbox's DataSource (`'default'` for the default one), as given to `forRoot()`. */
 export const OUTBOX_DATA_SOURCE_NAME = Symbol('nestjs-outbox:data-source-name');
+/** Token of the outbox's table names (`OutboxTableNames`, from the `tables` option of `forRoot()`). */
+export const OUTBOX_TABLES = Symbol('nestjs-outbox:tables');
 /** Name under which the publisher's loop is registered in `SchedulerRegistry`. */
 export const OUTBOX_PUBLISHER_JOB = 'nestjs-outbox:publisher';
 /** Default table of outbox rows. */

@@ -10,14 +10,18 @@ export const {
 } = new ConfigurableModuleBuilder<OutboxModuleOptions>({ moduleName: 'Outbox' })
   .setClassMethodName('forRoot')
   .setFactoryMethodName('createOutboxOptions')
-  .setExtras<OutboxModuleExtras>({ isGlobal: false, dataSource: undefined }, (definition, extras) => ({
-    ...definition,
-    global: extras.isGlobal,
-    dataSourceName: extras.dataSource,
-  }))
+  .setExtras<OutboxModuleExtras>(
+    { isGlobal: false, dataSource: undefined, tables: undefined },
+    (definition, extras) => ({
+      ...definition,
+      global: extras.isGlobal,
+      dataSourceName: extras.dataSource,
+      tables: extras.tables,
+    }),
+  )
   .build();
 
-/** What `OutboxModule.forRoot()` takes: the options plus `isGlobal` and `dataSource`. */
+/** What `OutboxModule.forRoot()` takes: the options plus `isGlobal`, `dataSource` and `tables`. */
 export type OutboxModuleRootOptions = typeof OUTBOX_OPTIONS_TYPE;
 /** What `OutboxModule.forRootAsync()` takes: `useFactory` + `inject`, `useClass` or `useExisting`, plus the extras. */
 export type OutboxModuleAsyncOptions = typeof OUTBOX_ASYNC_OPTIONS_TYPE;

@@ -3,8 +3,6 @@ import { DiscoveryModule } from '@nestjs/core';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { OutboxCleanupRegistry } from './scheduling/outbox-cleanup.registry';
 import { OutboxCleanupScheduler } from './cleanup/outbox-cleanup.scheduler';
-import { IdempotencyRecord } from './schema/idempotency-record.entity';
-import { IdempotencyStep } from './schema/idempotency-step.entity';
 import { IdempotencyService } from './idempotency/idempotency.service';
 import { idempotencyOpenApiContractProvider } from './idempotency/openapi-contract';
 import {
@@ -13,6 +11,7 @@ import {
   OUTBOX_DATA_SOURCE,
   OUTBOX_DATA_SOURCE_NAME,
   OUTBOX_OPTIONS,
+  OUTBOX_TABLES,
 } from './outbox.constants';
 import {
   OUTBOX_ASYNC_OPTIONS_TYPE,
@@ -23,9 +22,8 @@ import {
 import type { OutboxModuleOptions } from './outbox.options';
 import { resolveOutboxOptions } from './outbox.options-validation';
 import { OutboxDeadLetters } from './outbox/outbox-dead-letters.service';
-import { OutboxKeyLock } from './schema/outbox-key-lock.entity';
-import { OutboxMessage } from './schema/outbox-message.entity';
-import { OutboxAttempt } from './schema/outbox-attempt.entity';
+import { outboxEntitySet } from './schema/outbox-entities';
+import { outboxTableNames, type OutboxTablesOptions } from './schema/outbox-table-names';
 import { OutboxService } from './outbox/outbox.service';
 import { OutboxPublisher } from './publisher/outbox-publisher';
 import { OutboxHealthIndicator } from './health/outbox-health.indicator';
@@ -51,12 +49,13 @@ const OUTBOX_EXPORTS: readonly Type<unknown>[] = [
  * OutboxModule.forRoot({ client: 'BROKER' })
  * OutboxModule.forRootAsync({ imports: [ConfigModule], inject: [ConfigService], useFactory: (c) => ({ client: 'BROKER' }) })
  * OutboxModule.forRoot({ dataSource: 'billing', client: 'BILLING_BROKER' }) // one more outbox: @InjectOutbox('billing')
+ * OutboxModule.forRoot({ dataSource: 'billing', tables: { prefix: 'billing_' }, client: 'BILLING_BROKER' })
  * ```
  */
 @Module({})
 export class OutboxModule extends OutboxConfigurableModule {
   static forRoot(options: typeof OUTBOX_OPTIONS_TYPE): DynamicModule {
-    const { isGlobal: _global, dataSource: _dataSource, ...moduleOptions } = options ?? {};
+    const { isGlobal: _global, dataSource: _dataSource, tables: _tables, ...moduleOptions } = options ?? {};
     resolveOutboxOptions(moduleOptions); // fail at the import line, before anything connects
     return OutboxModule.complete(super.forRoot(options));
   }
@@ -65,8 +64,12 @@ export class OutboxModule extends OutboxConfigurableModule {
     return OutboxModule.complete(super.forRootAsync(options));
   }
 
-  private static complete(definition: DynamicModule & { dataSourceName?: string }): DynamicModule {
-    const { dataSourceName, ...module } = definition;
+  private static complete(
+    definition: DynamicModule & { dataSourceName?: string; tables?: OutboxTablesOptions },
+  ): DynamicModule {
+    const { dataSourceName, tables: tablesOption, ...module } = definition;
+    const tables = outboxTableNames(tablesOption); // a bad prefix or schema fails at the import line
+    const entities = outboxEntitySet(tables);
     // A named DataSource's outbox provides and exports its classes under tokens of its own (`getOutboxToken(X,
     // name)`), so that it can be imported beside the default outbox (and other named ones) without any class token
     // colliding; the default outbox keeps the class tokens.
@@ -78,7 +81,7 @@ export class OutboxModule extends OutboxConfigurableModule {
         ...(module.imports ?? []),
         DiscoveryModule,
         TypeOrmModule.forFeature(
-          [OutboxMessage, OutboxKeyLock, IdempotencyRecord, IdempotencyStep, OutboxAttempt],
+          [entities.message, entities.keyLock, entities.idempotencyRecord, entities.idempotencyStep, entities.attempt],
           dataSourceName,
         ),
       ],
@@ -91,6 +94,7 @@ export class OutboxModule extends OutboxConfigurableModule {
         },
         { provide: OUTBOX_DATA_SOURCE, useExisting: getDataSourceToken(dataSourceName) },
         { provide: OUTBOX_DATA_SOURCE_NAME, useValue: dataSourceName ?? 'default' },
+        { provide: OUTBOX_TABLES, useValue: tables },
         ...(named ? namedOutboxProviders(OUTBOX_PROVIDERS, dataSourceName!) : OUTBOX_PROVIDERS),
         idempotencyOpenApiContractProvider,
       ],

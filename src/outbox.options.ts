@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import type { InjectionToken } from '@nestjs/common';
 import type { IdempotencyDefaults, ResolvedIdempotencyDefaults } from './idempotency/idempotency.options';
 import type { OutboxRoute } from './publisher/destinations/outbox-route.types';
+import type { OutboxTablesOptions } from './schema/outbox-tables.options';
 import type { OutboxTransactionSource } from './transaction/transaction.types';
 
 /** Transports the publisher knows how to stamp with a message id. `auto` picks one from the client's class. */
@@ -220,6 +221,19 @@ export interface OutboxModuleExtras {
    * @default the default DataSource
    */
   dataSource?: string;
+  /**
+   * Names of this outbox's tables: a `prefix` before every table (and index) name, and/or a PostgreSQL `schema`,
+   * so that several outboxes keep their tables apart in one database. List the same names in the DataSource's
+   * `entities` (`...outboxEntities(tables)`, or `autoLoadEntities: true`) and `migrations`
+   * (`...outboxMigrations(tables)`). Read when the module is defined, also by `forRootAsync()`.
+   *
+   * ```ts
+   * OutboxModule.forRoot({ dataSource: 'billing', tables: { prefix: 'billing_' }, client: 'BILLING_BROKER' })
+   * ```
+   * @default the shipped names: `outbox_messages`, `outbox_attempts`, `outbox_key_locks`, `idempotency_keys`,
+   * `idempotency_steps`, in the DataSource's schema
+   */
+  tables?: OutboxTablesOptions;
 }
 
 /** The options after validation, with every default applied. */

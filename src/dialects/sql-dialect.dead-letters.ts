@@ -64,7 +64,7 @@ export abstract class SqlDeadLetterDialect extends SqlDialectCore {
     const columns = ['seq', 'message_id', 'pattern', 'ordering_key', 'attempts', 'created_at', 'dead_at', 'last_error'];
     const { records } = await this.execute(
       manager,
-      `SELECT ${columns.map(q).join(', ')} FROM ${this.quoteTable(table)}${this.deadIndexHint(filter)} ` +
+      `SELECT ${columns.map(q).join(', ')} FROM ${this.quoteTable(table)}${this.deadIndexHint(filter, table)} ` +
         `WHERE ${where}${keyset} ` +
         `ORDER BY ${q('dead_at')} DESC, ${q('seq')} DESC LIMIT ${Math.max(1, Math.floor(limit))}`,
       params,
@@ -139,7 +139,7 @@ export abstract class SqlDeadLetterDialect extends SqlDialectCore {
   }
 
   /** An index hint for `listDead()`, placed after the table name (none by default). */
-  protected deadIndexHint(_filter: DeadRowFilter): string {
+  protected deadIndexHint(_filter: DeadRowFilter, _table: string): string {
     return '';
   }
 

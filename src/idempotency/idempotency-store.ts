@@ -3,7 +3,7 @@ import type { DataSource, EntityManager } from 'typeorm';
 import type { OutboxDialect } from '../dialects/outbox-dialect';
 import type { SqlOutboxDialect } from '../dialects/sql-dialect.base';
 import type { OutboxTransactionContext } from '../transaction/transaction.types';
-import { IDEMPOTENCY_UNIQUE_CONSTRAINT } from '../schema/idempotency-record.entity';
+import { indexNamesOf, tableNameOf } from '../schema/outbox-table-names';
 
 /** A completed record as read back for a replay. */
 export interface StoredIdempotencyRecord {
@@ -132,7 +132,7 @@ export function toStored(row: any): { record?: StoredIdempotencyRecord; expired:
 /** True when `error` is a violation of the records' (scope, key) constraint, not of one of the handler's tables. */
 export function isKeyViolation(config: IdempotencyStoreConfig, error: unknown): boolean {
   return (config.dialect as unknown as SqlOutboxDialect).isUniqueViolation(error, {
-    name: IDEMPOTENCY_UNIQUE_CONSTRAINT,
+    name: indexNamesOf.idempotencyKeys(tableNameOf(config.table)).scopeKeyUnique,
     table: config.table,
     columns: ['scope', 'idempotency_key'],
   });

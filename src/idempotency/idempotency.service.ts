@@ -1,11 +1,9 @@
 import { Inject, Injectable, OnModuleInit, Optional } from '@nestjs/common';
 import { OutboxCleanupRegistry } from '../scheduling/outbox-cleanup.registry';
-import { OutboxConfigurationError } from '../errors';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { OutboxDatabase } from '../dialects/outbox-database';
-import { IdempotencyRecord } from '../schema/idempotency-record.entity';
-import { IdempotencyStep } from '../schema/idempotency-step.entity';
+import { checkEntitiesRegistered } from '../schema/outbox-entities.check';
 import type { SqlOutboxDialect } from '../dialects/sql-dialect.base';
 import { StepJournal } from './steps/step-journal';
 import type { IdempotencyBegin, IdempotencyStore, IdempotencyStoreConfig } from './idempotency-store';
@@ -48,9 +46,10 @@ export class IdempotencyService implements OnModuleInit {
 
   async onModuleInit(): Promise<void> {
     await loadClassTransformer();
-    if (!this.database.dataSource.hasMetadata(IdempotencyRecord)) return;
+    const { dataSource, entities } = this.database;
+    if (!dataSource.hasMetadata(entities.idempotencyRecord)) return;
     this.cleanup?.register({ name: IDEMPOTENCY_CLEANUP_TASK, deleteBatch: (limit) => this.store.deleteExpired(limit) });
-    if (!this.database.dataSource.hasMetadata(IdempotencyStep)) return;
+    if (!dataSource.hasMetadata(entities.idempotencyStep)) return;
     this.cleanup?.register({ name: IDEMPOTENCY_STEPS_CLEANUP_TASK, deleteBatch: (n) => this.steps.deleteExpired(n) });
   }
 
@@ -100,27 +99,17 @@ export class IdempotencyService implements OnModuleInit {
   }
 
   protected createJournal(): StepJournal {
-    const { dataSource, dialect, name } = this.database;
-    if (!dataSource.hasMetadata(IdempotencyStep)) {
-      throw new OutboxConfigurationError(
-        `idempotentStep() needs the IdempotencyStep entity in the DataSource '${name}'. Set \`autoLoadEntities: true\` ` +
-          'in TypeOrmModule.forRoot(), or add IdempotencyStep to its `entities` (and run the migration ' +
-          'CreateIdempotencySteps1765411200000, part of OUTBOX_MIGRATIONS).',
-      );
-    }
-    const table = dataSource.getMetadata(IdempotencyStep).tablePath;
+    const { dataSource, dialect, name, entities } = this.database;
+    checkEntitiesRegistered(dataSource, name, entities, ['idempotencyStep']);
+    const table = dataSource.getMetadata(entities.idempotencyStep).tablePath;
     return new StepJournal(dataSource, dialect as unknown as SqlOutboxDialect, table);
   }
 
   protected createStore(): IdempotencyStore {
-    const { dataSource, dialect, name } = this.database;
-    if (!dataSource.hasMetadata(IdempotencyRecord)) {
-      throw new OutboxConfigurationError(
-        `@Idempotent() needs the IdempotencyRecord entity in the DataSource '${name}'. Set \`autoLoadEntities: true\` in ` +
-          'TypeOrmModule.forRoot(), or add IdempotencyRecord to its `entities` (and run the idempotency migration).',
-      );
-    }
-    const config = (this.config = { dataSource, dialect, table: dataSource.getMetadata(IdempotencyRecord).tablePath });
+    const { dataSource, dialect, name, entities } = this.database;
+    checkEntitiesRegistered(dataSource, name, entities, ['idempotencyRecord']);
+    const table = dataSource.getMetadata(entities.idempotencyRecord).tablePath;
+    const config = (this.config = { dataSource, dialect, table });
     return resolveIdempotencyStore(config);
   }
 }

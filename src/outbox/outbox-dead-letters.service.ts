@@ -14,7 +14,7 @@ import { outsideTransactionContext } from '../transaction/transaction-context';
 import { runInTransaction, runOnConnection } from '../transaction/transaction-runner';
 import { redactSecrets } from '../util/redact-secrets';
 import { OutboxDatabase } from '../dialects/outbox-database';
-import { OutboxMessage } from '../schema/outbox-message.entity';
+import type { OutboxMessage } from '../schema/outbox-message.entity';
 
 /** Filter of `OutboxDeadLetters.list()`. */
 export interface ListDeadOptions {
@@ -61,7 +61,7 @@ export class OutboxDeadLetters {
     if (options.pattern !== undefined) where.pattern = options.pattern;
     if (options.key !== undefined) where.key = options.key;
     const rows = await runOnConnection(this.database.dataSource, (m) =>
-      m.getRepository(OutboxMessage).find({ where, order: { seq: 'ASC' }, take: limit }),
+      m.getRepository(this.database.entities.message).find({ where, order: { seq: 'ASC' }, take: limit }),
     );
     for (const row of rows) if (row.lastError) row.lastError = redactSecrets(row.lastError);
     return rows;
@@ -111,7 +111,7 @@ export class OutboxDeadLetters {
     }
     const { dataSource, dialect, table } = this.database;
     return runOnConnection(dataSource, async (m) => {
-      const row = await m.getRepository(OutboxMessage).findOneBy({ messageId });
+      const row = await m.getRepository(this.database.entities.message).findOneBy({ messageId });
       if (!row) return null;
       const history = await dialect.listAttempts(m, table, row.seq);
       return {

@@ -1,18 +1,13 @@
 import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import type { EntityTarget } from 'typeorm';
 import { OutboxSchemaError, OutboxSchemaProblem } from '../errors';
-import { IdempotencyRecord } from '../schema/idempotency-record.entity';
-import { IdempotencyStep } from '../schema/idempotency-step.entity';
-import { CreateOutboxTables1764374400000 } from '../schema/migrations/1764374400000-outbox-tables';
-import { CreateIdempotencyKeys1764460800000 } from '../schema/migrations/1764460800000-idempotency-keys';
-import { AddOutboxAttempts1765152000000 } from '../schema/migrations/1765152000000-outbox-attempts';
-import { CreateIdempotencySteps1765411200000 } from '../schema/migrations/1765411200000-idempotency-steps';
-import { OutboxAttempt, outboxAttemptsTable } from '../schema/outbox-attempt.entity';
+import { migrationsForTables } from '../schema/migrations';
+import { checkEntitiesRegistered } from '../schema/outbox-entities.check';
+import { describeTablesOptions } from '../schema/outbox-table-names';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { runOnConnection } from '../transaction/transaction-runner';
 import { OutboxDatabase } from '../dialects/outbox-database';
-import { OutboxMessage } from '../schema/outbox-message.entity';
 
 /** A table the library needs, the columns it uses and the shipped migration that creates it. */
 interface NeededTable {
@@ -46,44 +41,57 @@ export class OutboxSchemaCheck implements OnModuleInit {
       const missingColumns = columns.filter((c) => !present.has(c));
       if (missingColumns.length > 0) problems.push({ table, tableMissing: present.size === 0, missingColumns });
     }
-    if (problems.length > 0) throw schemaError(this.database.name, problems, needed);
+    if (problems.length > 0) {
+      throw schemaError(this.database.name, problems, needed, describeTablesOptions(this.database.entities.tables));
+    }
   }
 
   /** The outbox table, the dialect's companions (MySQL/MariaDB: key locks), the idempotency records' and steps' tables. */
   protected neededTables(): NeededTable[] {
-    const { dataSource, dialect, table } = this.database;
-    const outboxMigration = CreateOutboxTables1764374400000.name;
+    const { dataSource, dialect, table, entities, name } = this.database;
+    checkEntitiesRegistered(dataSource, name, entities, ['attempt']);
+    // The migrations of this outbox's table names (the shipped ones by default), oldest first.
+    const [outboxMigration, recordsMigration, attemptsMigration, stepsMigration] = migrationsForTables(
+      entities.tables,
+    ).map((m) => m.name);
     const columnsOf = (entity: EntityTarget<unknown>) =>
       dataSource.getMetadata(entity).columns.map((c) => c.databaseName);
-    const attemptsMigration = AddOutboxAttempts1765152000000.name;
+    const pathOf = (entity: EntityTarget<unknown>) => dataSource.getMetadata(entity).tablePath;
     const tables: NeededTable[] = [
       {
         table,
-        columns: columnsOf(OutboxMessage),
+        columns: columnsOf(entities.message),
         migration: outboxMigration,
         addedLater: { columns: ['dead_at'], migration: attemptsMigration },
       },
       ...dialect.companionTables(table).map((t) => ({ ...t, migration: outboxMigration })),
-      { table: outboxAttemptsTable(table), columns: columnsOf(OutboxAttempt), migration: attemptsMigration },
+      { table: pathOf(entities.attempt), columns: columnsOf(entities.attempt), migration: attemptsMigration },
     ];
     // Registered by OutboxModule (autoLoadEntities): the scheduled cleanup and @Idempotent() use it.
-    if (dataSource.hasMetadata(IdempotencyRecord)) {
-      const metadata = dataSource.getMetadata(IdempotencyRecord);
-      const migration = CreateIdempotencyKeys1764460800000.name;
-      tables.push({ table: metadata.tablePath, columns: columnsOf(IdempotencyRecord), migration });
+    if (dataSource.hasMetadata(entities.idempotencyRecord)) {
+      const record = entities.idempotencyRecord;
+      tables.push({ table: pathOf(record), columns: columnsOf(record), migration: recordsMigration });
     }
     // The recorded results of idempotentStep(), registered with the records.
-    if (dataSource.hasMetadata(IdempotencyStep)) {
-      const migration = CreateIdempotencySteps1765411200000.name;
-      const table = dataSource.getMetadata(IdempotencyStep).tablePath;
-      tables.push({ table, columns: columnsOf(IdempotencyStep), migration });
+    if (dataSource.hasMetadata(entities.idempotencyStep)) {
+      const step = entities.idempotencyStep;
+      tables.push({ table: pathOf(step), columns: columnsOf(step), migration: stepsMigration });
     }
     return tables;
   }
 }
 
 /** The error naming each gap, the DataSource, the migrations to run and the way out. */
-function schemaError(dataSource: string, problems: OutboxSchemaProblem[], needed: NeededTable[]): OutboxSchemaError {
+function schemaError(
+  dataSource: string,
+  problems: OutboxSchemaProblem[],
+  needed: NeededTable[],
+  tablesOption: string,
+): OutboxSchemaError {
+  const list =
+    tablesOption === ''
+      ? '`migrations: [...OUTBOX_MIGRATIONS]`'
+      : `\`migrations: [...outboxMigrations(${tablesOption})]\``;
   const lines = problems.map((p) =>
     p.tableMissing
       ? `- table "${p.table}" does not exist`
@@ -107,7 +115,7 @@ function schemaError(dataSource: string, problems: OutboxSchemaProblem[], needed
   return new OutboxSchemaError(
     `nestjs-outbox cannot start: the DataSource '${dataSource}' lacks what it needs.\n${lines.join('\n')}\n` +
       `Fix: run the shipped migration${migrations.length > 1 ? 's' : ''} ${listOf(migrations)} (exported by ` +
-      "'nestjs-outbox'; `migrations: [...OUTBOX_MIGRATIONS]` lists every one, with `migrationsRun: true`, or run " +
+      `'nestjs-outbox'; ${list} lists every one, with \`migrationsRun: true\`, or run ` +
       'them with the TypeORM CLI), or set `synchronize: true` in development.' +
       (incomplete ? ' A table that exists but lacks columns was not made by these migrations: add the columns.' : '') +
       ' If your migrations run after the app starts, set `schemaCheck: false` in OutboxModule.forRoot() to skip ' +

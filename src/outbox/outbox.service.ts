@@ -10,7 +10,7 @@ import { runInTransaction, runOnConnection } from '../transaction/transaction-ru
 import type { OutboxTransactionOptions } from '../transaction/transaction.types';
 import { newMessageId } from './new-message-id';
 import { OutboxDatabase } from '../dialects/outbox-database';
-import { MESSAGE_ID_UNIQUE_INDEX } from '../schema/outbox-message.entity';
+import { indexNamesOf, tableNameOf } from '../schema/outbox-table-names';
 import { serializeJson } from './serialize-json';
 import { currentTraceHeaders } from '../util/opentelemetry';
 
@@ -212,7 +212,8 @@ export class OutboxService {
     error: unknown,
   ): OutboxDuplicateMessageIdError | undefined {
     const { dialect, table } = this.database;
-    const index = { name: MESSAGE_ID_UNIQUE_INDEX, table: table.split('.').pop()!, columns: ['message_id'] };
+    const name = tableNameOf(table);
+    const index = { name: indexNamesOf.messages(name).messageIdUnique, table: name, columns: ['message_id'] };
     if (!dialect.isUniqueViolation(error, index)) return undefined;
     const messageId = messageIds.length === 1 ? messageIds[0] : duplicatedId(messageIds, error);
     const which =

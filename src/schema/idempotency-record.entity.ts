@@ -1,9 +1,16 @@
 import { Column, Entity, Index, PrimaryGeneratedColumn, Unique } from 'typeorm';
 import { epochMsTransformer } from './epoch-ms.transformer';
+import {
+  OUTBOX_TABLE_BASE_NAMES,
+  outboxIndexNames,
+  outboxTableNames,
+  type OutboxTableNames,
+  tableEntityOptions,
+} from './outbox-table-names';
 import { declareSqliteIntegerKey } from './sqlite-bigint-key.patch';
 
-export const IDEMPOTENCY_TABLE = 'idempotency_keys';
-export const IDEMPOTENCY_UNIQUE_CONSTRAINT = 'UQ_idempotency_keys_scope_key';
+export const IDEMPOTENCY_TABLE = OUTBOX_TABLE_BASE_NAMES.idempotencyKeys;
+export const IDEMPOTENCY_UNIQUE_CONSTRAINT = outboxIndexNames(outboxTableNames()).idempotencyKeys.scopeKeyUnique;
 
 /**
  * One completed idempotent request or handled message: written in the same transaction as the handler's effect, so
@@ -13,10 +20,7 @@ export const IDEMPOTENCY_UNIQUE_CONSTRAINT = 'UQ_idempotency_keys_scope_key';
  * The unique constraint on (scope, key) decides which request wins. Times are epoch milliseconds on the database
  * clock; `expiresAt` is indexed for the scheduled cleanup.
  */
-@Entity(IDEMPOTENCY_TABLE)
-@Unique(IDEMPOTENCY_UNIQUE_CONSTRAINT, ['scope', 'key'])
-@Index('IDX_idempotency_keys_expires_at', ['expiresAt'])
-export class IdempotencyRecord {
+export abstract class IdempotencyRecordColumns {
   @PrimaryGeneratedColumn({ type: 'bigint', name: 'id' })
   id!: string;
 
@@ -52,4 +56,16 @@ export class IdempotencyRecord {
   expiresAt!: Date;
 }
 
-declareSqliteIntegerKey(IdempotencyRecord);
+declareSqliteIntegerKey(IdempotencyRecordColumns);
+
+/** Makes `target` (a subclass of `IdempotencyRecordColumns`) the entity of the table `tables.idempotencyKeys`, with its unique key and index. */
+export function declareIdempotencyRecordTable(target: Function, tables: OutboxTableNames): void {
+  const names = outboxIndexNames(tables).idempotencyKeys;
+  Unique(names.scopeKeyUnique, ['scope', 'key'])(target);
+  Index(names.expiresAt, ['expiresAt'])(target);
+  Entity(tableEntityOptions(tables, 'idempotencyKeys'))(target);
+}
+
+/** The idempotency records of the shipped table `idempotency_keys` (`outboxEntities({ prefix })` gives others). */
+export class IdempotencyRecord extends IdempotencyRecordColumns {}
+declareIdempotencyRecordTable(IdempotencyRecord, outboxTableNames());

@@ -1,9 +1,17 @@
 import { Column, Entity, Index, PrimaryGeneratedColumn, Unique } from 'typeorm';
 import { epochMsTransformer } from './epoch-ms.transformer';
+import {
+  OUTBOX_TABLE_BASE_NAMES,
+  outboxIndexNames,
+  outboxTableNames,
+  type OutboxTableNames,
+  tableEntityOptions,
+} from './outbox-table-names';
 import { declareSqliteIntegerKey } from './sqlite-bigint-key.patch';
 
-export const IDEMPOTENCY_STEPS_TABLE = 'idempotency_steps';
-export const IDEMPOTENCY_STEP_UNIQUE_CONSTRAINT = 'UQ_idempotency_steps_scope_key_step';
+export const IDEMPOTENCY_STEPS_TABLE = OUTBOX_TABLE_BASE_NAMES.idempotencySteps;
+export const IDEMPOTENCY_STEP_UNIQUE_CONSTRAINT =
+  outboxIndexNames(outboxTableNames()).idempotencySteps.scopeKeyStepUnique;
 
 /** The longest step name `idempotentStep()` accepts (the column's length). */
 export const MAX_STEP_NAME_LENGTH = 100;
@@ -14,10 +22,7 @@ export const MAX_STEP_NAME_LENGTH = 100;
  * external system again. Unlike `IdempotencyRecord`, this row outlives a rollback of the handler's transaction on
  * purpose. It expires `ttl` after it was written (the key's record, written later, expires later still).
  */
-@Entity(IDEMPOTENCY_STEPS_TABLE)
-@Unique(IDEMPOTENCY_STEP_UNIQUE_CONSTRAINT, ['scope', 'key', 'step'])
-@Index('IDX_idempotency_steps_expires_at', ['expiresAt'])
-export class IdempotencyStep {
+export abstract class IdempotencyStepColumns {
   @PrimaryGeneratedColumn({ type: 'bigint', name: 'id' })
   id!: string;
 
@@ -49,4 +54,16 @@ export class IdempotencyStep {
   expiresAt!: Date;
 }
 
-declareSqliteIntegerKey(IdempotencyStep);
+declareSqliteIntegerKey(IdempotencyStepColumns);
+
+/** Makes `target` (a subclass of `IdempotencyStepColumns`) the entity of the table `tables.idempotencySteps`, with its unique key and index. */
+export function declareIdempotencyStepTable(target: Function, tables: OutboxTableNames): void {
+  const names = outboxIndexNames(tables).idempotencySteps;
+  Unique(names.scopeKeyStepUnique, ['scope', 'key', 'step'])(target);
+  Index(names.expiresAt, ['expiresAt'])(target);
+  Entity(tableEntityOptions(tables, 'idempotencySteps'))(target);
+}
+
+/** The recorded step results of the shipped table `idempotency_steps` (`outboxEntities({ prefix })` gives others). */
+export class IdempotencyStep extends IdempotencyStepColumns {}
+declareIdempotencyStepTable(IdempotencyStep, outboxTableNames());

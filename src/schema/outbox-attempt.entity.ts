@@ -1,19 +1,25 @@
 import { Column, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
 import type { ValueTransformer } from 'typeorm';
 import { OutboxMessage } from './outbox-message.entity';
+import {
+  companionTablePath,
+  OUTBOX_TABLE_BASE_NAMES,
+  outboxIndexNames,
+  outboxTableNames,
+  type OutboxTableNames,
+  tableEntityOptions,
+} from './outbox-table-names';
 import { declareSqliteIntegerKey } from './sqlite-bigint-key.patch';
 
 /** Table of the attempt history (`OutboxAttempt`), beside the outbox table in the same schema. */
-export const OUTBOX_ATTEMPTS_TABLE = 'outbox_attempts';
+export const OUTBOX_ATTEMPTS_TABLE = OUTBOX_TABLE_BASE_NAMES.attempts;
 
-/** Name of the foreign key from an attempt to its message (ON DELETE CASCADE). */
-export const OUTBOX_ATTEMPTS_MESSAGE_FK = 'FK_outbox_attempts_message';
+/** Name of the foreign key from an attempt to its message (ON DELETE CASCADE), of the shipped table. */
+export const OUTBOX_ATTEMPTS_MESSAGE_FK = outboxIndexNames(outboxTableNames()).attempts.messageForeignKey;
 
-/** The attempt-history table that belongs to the outbox table `outboxTable` (same schema or database). */
+/** The attempt-history table that belongs to the outbox table `outboxTable` (same schema or database, same prefix). */
 export function outboxAttemptsTable(outboxTable: string): string {
-  const parts = outboxTable.split('.');
-  parts[parts.length - 1] = OUTBOX_ATTEMPTS_TABLE;
-  return parts.join('.');
+  return companionTablePath(outboxTable, 'attempts');
 }
 
 /** BIGINT epoch milliseconds read as a number (drivers return BIGINT as a string). */
@@ -29,15 +35,10 @@ const flag: ValueTransformer = {
 };
 
 /**
- * One failed publish attempt of an outbox message, written by the publisher in the same fenced
- * statement/transaction that reschedules the message or marks it dead. Only the last `retry.historyLimit`
- * attempts of a message are kept; the rows go with their message (foreign key `ON DELETE CASCADE`), so a purge,
- * the retention cleanup or `deleteOnPublish` removes them too. The index serves both "the history of a message"
- * and the cascade.
+ * The columns of an attempt-history table (`OutboxAttempt`); the table, its index and the relation to the message
+ * are declared by `declareOutboxAttemptTable()`.
  */
-@Entity(OUTBOX_ATTEMPTS_TABLE)
-@Index('IDX_outbox_attempts_message', ['messageSeq', 'id'])
-export class OutboxAttempt {
+export abstract class OutboxAttemptColumns {
   /** Write order of attempts. */
   @PrimaryGeneratedColumn({ type: 'bigint', name: 'id' })
   id!: string;
@@ -46,12 +47,7 @@ export class OutboxAttempt {
   @Column({ type: 'bigint', name: 'message_seq' })
   messageSeq!: string;
 
-  @ManyToOne(() => OutboxMessage, { onDelete: 'CASCADE', nullable: false })
-  @JoinColumn({
-    name: 'message_seq',
-    referencedColumnName: 'seq',
-    foreignKeyConstraintName: OUTBOX_ATTEMPTS_MESSAGE_FK,
-  })
+  /** The message (relation declared by `declareOutboxAttemptTable()`, to the message entity of the same set). */
   message?: OutboxMessage;
 
   /** The message's attempt count when this attempt failed (starts again at 1 after a requeue). */
@@ -79,4 +75,29 @@ export class OutboxAttempt {
   publisher!: string;
 }
 
-declareSqliteIntegerKey(OutboxAttempt);
+declareSqliteIntegerKey(OutboxAttemptColumns);
+
+/**
+ * Makes `target` (a subclass of `OutboxAttemptColumns`) the entity of the table `tables.attempts`, its rows
+ * belonging to the messages of `message` (foreign key `ON DELETE CASCADE`). The index serves both "the history of
+ * a message" and the cascade.
+ */
+export function declareOutboxAttemptTable(target: Function, message: () => Function, tables: OutboxTableNames): void {
+  const names = outboxIndexNames(tables).attempts;
+  ManyToOne(message, { onDelete: 'CASCADE', nullable: false })(target.prototype, 'message');
+  JoinColumn({ name: 'message_seq', referencedColumnName: 'seq', foreignKeyConstraintName: names.messageForeignKey })(
+    target.prototype,
+    'message',
+  );
+  Index(names.message, ['messageSeq', 'id'])(target);
+  Entity(tableEntityOptions(tables, 'attempts'))(target);
+}
+
+/**
+ * One failed publish attempt of an outbox message, written by the publisher in the same fenced
+ * statement/transaction that reschedules the message or marks it dead. Only the last `retry.historyLimit`
+ * attempts of a message are kept; the rows go with their message (foreign key `ON DELETE CASCADE`), so a purge,
+ * the retention cleanup or `deleteOnPublish` removes them too. Shipped table: `outbox_attempts`.
+ */
+export class OutboxAttempt extends OutboxAttemptColumns {}
+declareOutboxAttemptTable(OutboxAttempt, () => OutboxMessage, outboxTableNames());

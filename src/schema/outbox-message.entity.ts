@@ -1,38 +1,27 @@
 import { Column, Entity, Index, PrimaryGeneratedColumn } from 'typeorm';
-import { OUTBOX_TABLE } from '../outbox.constants';
 import { epochMsOrZero, epochMsTransformer } from './epoch-ms.transformer';
+import { outboxIndexNames, outboxTableNames, type OutboxTableNames, tableEntityOptions } from './outbox-table-names';
 import { declareSqliteIntegerKey } from './sqlite-bigint-key.patch';
 
-/** Name of the unique index on `message_id` (the entity's and the migration's). */
-export const MESSAGE_ID_UNIQUE_INDEX = 'UQ_outbox_messages_message_id';
+/** Name of the unique index on `message_id` (the entity's and the migration's) of the shipped table. */
+export const MESSAGE_ID_UNIQUE_INDEX = outboxIndexNames(outboxTableNames()).messages.messageIdUnique;
 
-/** Name of the index that serves the dead letters' newest-first pages. */
-export const DEAD_INDEX = 'IDX_outbox_messages_dead';
+/** Name of the index that serves the dead letters' newest-first pages (of the shipped table). */
+export const DEAD_INDEX = outboxIndexNames(outboxTableNames()).messages.dead;
 
 /** Life cycle of an outbox row. In flight = `pending` with a live claim (`claimedUntil` in the future). */
 export type OutboxMessageStatus = 'pending' | 'sent' | 'dead';
 
 /**
- * One event waiting to be published (or already published / dead). Written in the same transaction as the
- * state change it announces.
- *
- * Indexes: `claim` serves the publisher's query (pending rows in write order, so history rows are never
- * scanned); `key` serves per-key ordering (only a key's unsent rows are probed); `cleanup` serves retention of
- * sent rows; `dead` serves the dead letters' pages (newest death first). Times are epoch milliseconds on the database
- * clock.
+ * The columns of an outbox table (`OutboxMessage`), shared by the shipped entity and the ones `outboxEntities()`
+ * makes for other table names; the table and its indexes are declared by `declareOutboxMessageTable()`.
  */
-@Entity(OUTBOX_TABLE)
-@Index('IDX_outbox_messages_claim', ['status', 'seq'])
-@Index('IDX_outbox_messages_key', ['key', 'status', 'seq'])
-@Index('IDX_outbox_messages_cleanup', ['status', 'sentAt'])
-@Index(DEAD_INDEX, ['status', 'deadAt', 'seq'])
-export class OutboxMessage {
+export abstract class OutboxMessageColumns {
   /** Write order. Also the primary key. */
   @PrimaryGeneratedColumn({ type: 'bigint', name: 'seq' })
   seq!: string;
 
   /** Stable id assigned when the row is written (UUIDv7 unless given); travels with the message for dedup. */
-  @Index(MESSAGE_ID_UNIQUE_INDEX, { unique: true })
   @Column({ type: 'varchar', length: 255, name: 'message_id' })
   messageId!: string;
 
@@ -89,4 +78,29 @@ export class OutboxMessage {
   lastError!: string | null;
 }
 
-declareSqliteIntegerKey(OutboxMessage);
+declareSqliteIntegerKey(OutboxMessageColumns);
+
+/**
+ * Makes `target` (a subclass of `OutboxMessageColumns`) the entity of the table `tables.messages`, with its indexes.
+ *
+ * Indexes: `claim` serves the publisher's query (pending rows in write order, so history rows are never
+ * scanned); `key` serves per-key ordering (only a key's unsent rows are probed); `cleanup` serves retention of
+ * sent rows; `dead` serves the dead letters' pages (newest death first); `message_id` is unique.
+ */
+export function declareOutboxMessageTable(target: Function, tables: OutboxTableNames): void {
+  const names = outboxIndexNames(tables).messages;
+  Index(names.messageIdUnique, ['messageId'], { unique: true })(target);
+  Index(names.claim, ['status', 'seq'])(target);
+  Index(names.key, ['key', 'status', 'seq'])(target);
+  Index(names.cleanup, ['status', 'sentAt'])(target);
+  Index(names.dead, ['status', 'deadAt', 'seq'])(target);
+  Entity(tableEntityOptions(tables, 'messages'))(target);
+}
+
+/**
+ * One event waiting to be published (or already published / dead), in the shipped table `outbox_messages`. Written
+ * in the same transaction as the state change it announces. Times are epoch milliseconds on the database clock.
+ * (`outboxEntities({ prefix })` gives the same entity under other table names.)
+ */
+export class OutboxMessage extends OutboxMessageColumns {}
+declareOutboxMessageTable(OutboxMessage, outboxTableNames());

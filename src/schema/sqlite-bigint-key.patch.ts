@@ -8,8 +8,16 @@ import type { ColumnMetadata } from 'typeorm/metadata/ColumnMetadata';
  */
 const integerKeys = new Set<Function>();
 
+/** Declares the generated keys of `entity` and of every subclass of it (the entities of each table set). */
 export function declareSqliteIntegerKey(entity: Function): void {
   integerKeys.add(entity);
+}
+
+function hasIntegerKey(target: Function): boolean {
+  for (let type: unknown = target; typeof type === 'function'; type = Object.getPrototypeOf(type)) {
+    if (integerKeys.has(type)) return true;
+  }
+  return false;
 }
 
 const prototype = AbstractSqliteDriver.prototype as unknown as {
@@ -24,7 +32,7 @@ if (!prototype.__outboxPatched) {
       column.isGenerated &&
       column.generationStrategy === 'increment' &&
       typeof target === 'function' &&
-      integerKeys.has(target)
+      hasIntegerKey(target)
     ) {
       return 'integer';
     }

@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import { OutboxConfigurationError, OutboxInvalidMessageError } from '../../errors';
-import { OUTBOX_KEY_LOCK_TABLE } from '../../schema/outbox-key-lock.entity';
+import { companionTablePath, indexNamesOf, tableNameOf } from '../../schema/outbox-table-names';
 import type {
   ClaimedOutboxRow,
   ClaimRequest,
@@ -10,7 +10,6 @@ import type {
   DeadRowsQuery,
   NewOutboxRow,
 } from '../outbox-dialect';
-import { DEAD_INDEX } from '../../schema/outbox-message.entity';
 import { describeError } from '../../util/describe-error';
 import { checkedSeq, SqlOutboxDialect } from '../sql-dialect.base';
 
@@ -76,11 +75,9 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
     await super.insert(manager, table, rows);
   }
 
-  /** The key-lock table beside the outbox table (same schema). */
+  /** The key-lock table beside the outbox table (same schema, same prefix). */
   keyLockTable(table: string): string {
-    const parts = table.split('.');
-    parts[parts.length - 1] = OUTBOX_KEY_LOCK_TABLE;
-    return parts.join('.');
+    return companionTablePath(table, 'keyLocks');
   }
 
   /** The key-lock table (see `lockKeys`), needed beside the outbox table. */
@@ -137,8 +134,8 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
       throw new OutboxConfigurationError(
         `nestjs-outbox needs the table ${locks} on MySQL/MariaDB (it orders each key's messages by commit), ` +
           `but reading it failed: ${describeError(error)}. ` +
-          "Add OutboxKeyLock to the DataSource's entities (autoLoadEntities does it) and run " +
-          'the CreateOutboxTables1764374400000 migration, or use synchronize in development.',
+          "Add OutboxKeyLock (from outboxEntities() with the outbox's `tables` option) to the DataSource's entities " +
+          '(autoLoadEntities does it) and run the CreateOutboxTables migration, or use synchronize in development.',
       );
     }
     if (Number(records[0]?.n ?? 0) >= KEY_LOCK_BUCKETS) return;
@@ -214,9 +211,9 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
    * that starts at the cursor, which makes a deep page read all the rows before it: force the dead index, unless a
    * key or ids filter has a more selective index of its own.
    */
-  protected deadIndexHint(filter: DeadRowFilter): string {
+  protected deadIndexHint(filter: DeadRowFilter, table: string): string {
     if (!this.deadIndexPresent || filter.key !== undefined || filter.messageIds !== undefined) return '';
-    return ` FORCE INDEX (${this.quote(DEAD_INDEX)})`;
+    return ` FORCE INDEX (${this.quote(indexNamesOf.messages(tableNameOf(table)).dead)})`;
   }
 
   async listDead(manager: EntityManager, table: string, query: DeadRowsQuery): Promise<DeadRow[]> {

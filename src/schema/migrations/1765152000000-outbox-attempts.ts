@@ -1,4 +1,6 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
+import type { OutboxTableNames } from '../outbox-table-names';
+import { dropIndex, migrationNames, SHIPPED_TABLES, type MigrationNames } from './migration-names';
 
 /**
  * Adds the attempt history and what the dead letters' pages need, on PostgreSQL, MySQL/MariaDB or SQLite (picked
@@ -11,6 +13,7 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  *   history goes with its message) and the index `IDX_outbox_attempts_message (message_seq, id)`.
  *
  * Run it after `CreateOutboxTables1764374400000`; it changes nothing that migration made.
+ * (`outboxMigrations({ prefix, schema })` gives it for other table names.)
  *
  * ```ts
  * TypeOrmModule.forRoot({ …, migrations: [CreateOutboxTables1764374400000, AddOutboxAttempts1765152000000] })
@@ -18,66 +21,66 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  */
 export class AddOutboxAttempts1765152000000 implements MigrationInterface {
   name = 'AddOutboxAttempts1765152000000';
+  /** The table set it changes (the shipped names; `outboxMigrations()` sets others). */
+  tables: OutboxTableNames = SHIPPED_TABLES;
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    for (const sql of upStatements(queryRunner.connection.options.type)) await queryRunner.query(sql);
+    const type = queryRunner.connection.options.type;
+    for (const sql of upStatements(type, migrationNames(type, this.tables))) await queryRunner.query(sql);
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
-    const type = queryRunner.connection.options.type;
-    const mysql = type === 'mysql' || type === 'mariadb';
-    const q = (name: string) => (mysql ? `\`${name}\`` : `"${name}"`);
-    await queryRunner.query(`DROP TABLE ${q('outbox_attempts')}`);
-    await queryRunner.query(
-      mysql
-        ? `DROP INDEX ${q('IDX_outbox_messages_dead')} ON ${q('outbox_messages')}`
-        : `DROP INDEX ${q('IDX_outbox_messages_dead')}`,
-    );
-    await queryRunner.query(`ALTER TABLE ${q('outbox_messages')} DROP COLUMN ${q('dead_at')}`);
+    const n = migrationNames(queryRunner.connection.options.type, this.tables);
+    await queryRunner.query(`DROP TABLE ${n.attempts}`);
+    await queryRunner.query(dropIndex(n, n.index.messages.dead, n.messages));
+    await queryRunner.query(`ALTER TABLE ${n.messages} DROP COLUMN ${n.q('dead_at')}`);
   }
 }
 
-function upStatements(type: string): string[] {
+function upStatements(type: string, n: MigrationNames): string[] {
+  const { q, messages: t, attempts: a } = n;
+  const dead = q(n.index.messages.dead);
+  const { primaryKey, message: byMessage, messageForeignKey: fk } = n.index.attempts;
   switch (type) {
     case 'postgres':
       return [
-        `ALTER TABLE "outbox_messages" ADD "dead_at" bigint NOT NULL DEFAULT '0'`,
-        `UPDATE "outbox_messages" SET "dead_at" = "available_at" WHERE "status" = 'dead'`,
-        `CREATE INDEX "IDX_outbox_messages_dead" ON "outbox_messages" ("status", "dead_at", "seq")`,
-        `CREATE TABLE "outbox_attempts" ("id" BIGSERIAL NOT NULL, "message_seq" bigint NOT NULL, ` +
+        `ALTER TABLE ${t} ADD "dead_at" bigint NOT NULL DEFAULT '0'`,
+        `UPDATE ${t} SET "dead_at" = "available_at" WHERE "status" = 'dead'`,
+        `CREATE INDEX ${dead} ON ${t} ("status", "dead_at", "seq")`,
+        `CREATE TABLE ${a} ("id" BIGSERIAL NOT NULL, "message_seq" bigint NOT NULL, ` +
           `"attempt" integer NOT NULL, "failed_at" bigint NOT NULL, "counted" smallint NOT NULL, ` +
           `"error" text NOT NULL, ` +
           `"owner" character varying(36) NOT NULL, "publisher" character varying(255) NOT NULL, ` +
-          `CONSTRAINT "PK_e35a1f86fb21f9c97644a01b1f1" PRIMARY KEY ("id"))`,
-        `CREATE INDEX "IDX_outbox_attempts_message" ON "outbox_attempts" ("message_seq", "id")`,
-        `ALTER TABLE "outbox_attempts" ADD CONSTRAINT "FK_outbox_attempts_message" FOREIGN KEY ("message_seq") ` +
-          `REFERENCES "outbox_messages"("seq") ON DELETE CASCADE ON UPDATE NO ACTION`,
+          `CONSTRAINT ${q(primaryKey)} PRIMARY KEY ("id"))`,
+        `CREATE INDEX ${q(byMessage)} ON ${a} ("message_seq", "id")`,
+        `ALTER TABLE ${a} ADD CONSTRAINT ${q(fk)} FOREIGN KEY ("message_seq") ` +
+          `REFERENCES ${t}("seq") ON DELETE CASCADE ON UPDATE NO ACTION`,
       ];
     case 'mysql':
     case 'mariadb':
       return [
-        "ALTER TABLE `outbox_messages` ADD `dead_at` bigint NOT NULL DEFAULT '0'",
-        "UPDATE `outbox_messages` SET `dead_at` = `available_at` WHERE `status` = 'dead'",
-        'CREATE INDEX `IDX_outbox_messages_dead` ON `outbox_messages` (`status`, `dead_at`, `seq`)',
-        'CREATE TABLE `outbox_attempts` (`id` bigint NOT NULL AUTO_INCREMENT, `message_seq` bigint NOT NULL, ' +
+        `ALTER TABLE ${t} ADD \`dead_at\` bigint NOT NULL DEFAULT '0'`,
+        `UPDATE ${t} SET \`dead_at\` = \`available_at\` WHERE \`status\` = 'dead'`,
+        `CREATE INDEX ${dead} ON ${t} (\`status\`, \`dead_at\`, \`seq\`)`,
+        `CREATE TABLE ${a} (\`id\` bigint NOT NULL AUTO_INCREMENT, \`message_seq\` bigint NOT NULL, ` +
           '`attempt` int NOT NULL, `failed_at` bigint NOT NULL, `counted` smallint NOT NULL, `error` text NOT NULL, ' +
           '`owner` varchar(36) NOT NULL, `publisher` varchar(255) NOT NULL, ' +
-          'INDEX `IDX_outbox_attempts_message` (`message_seq`, `id`), PRIMARY KEY (`id`)) ENGINE=InnoDB',
-        'ALTER TABLE `outbox_attempts` ADD CONSTRAINT `FK_outbox_attempts_message` FOREIGN KEY (`message_seq`) ' +
-          'REFERENCES `outbox_messages`(`seq`) ON DELETE CASCADE ON UPDATE NO ACTION',
+          `INDEX ${q(byMessage)} (\`message_seq\`, \`id\`), PRIMARY KEY (\`id\`)) ENGINE=InnoDB`,
+        `ALTER TABLE ${a} ADD CONSTRAINT ${q(fk)} FOREIGN KEY (\`message_seq\`) ` +
+          `REFERENCES ${t}(\`seq\`) ON DELETE CASCADE ON UPDATE NO ACTION`,
       ];
     case 'better-sqlite3':
     case 'sqlite':
       return [
-        `ALTER TABLE "outbox_messages" ADD COLUMN "dead_at" bigint NOT NULL DEFAULT (0)`,
-        `UPDATE "outbox_messages" SET "dead_at" = "available_at" WHERE "status" = 'dead'`,
-        `CREATE INDEX "IDX_outbox_messages_dead" ON "outbox_messages" ("status", "dead_at", "seq")`,
-        `CREATE TABLE "outbox_attempts" ("id" integer PRIMARY KEY AUTOINCREMENT NOT NULL, ` +
+        `ALTER TABLE ${t} ADD COLUMN "dead_at" bigint NOT NULL DEFAULT (0)`,
+        `UPDATE ${t} SET "dead_at" = "available_at" WHERE "status" = 'dead'`,
+        `CREATE INDEX ${dead} ON ${t} ("status", "dead_at", "seq")`,
+        `CREATE TABLE ${a} ("id" integer PRIMARY KEY AUTOINCREMENT NOT NULL, ` +
           `"message_seq" bigint NOT NULL, "attempt" integer NOT NULL, "failed_at" bigint NOT NULL, ` +
           `"counted" smallint NOT NULL, "error" text NOT NULL, "owner" varchar(36) NOT NULL, ` +
-          `"publisher" varchar(255) NOT NULL, CONSTRAINT "FK_outbox_attempts_message" FOREIGN KEY ("message_seq") ` +
-          `REFERENCES "outbox_messages" ("seq") ON DELETE CASCADE ON UPDATE NO ACTION)`,
-        `CREATE INDEX "IDX_outbox_attempts_message" ON "outbox_attempts" ("message_seq", "id")`,
+          `"publisher" varchar(255) NOT NULL, CONSTRAINT ${q(fk)} FOREIGN KEY ("message_seq") ` +
+          `REFERENCES ${t} ("seq") ON DELETE CASCADE ON UPDATE NO ACTION)`,
+        `CREATE INDEX ${q(byMessage)} ON ${a} ("message_seq", "id")`,
       ];
     default:
       throw new Error(

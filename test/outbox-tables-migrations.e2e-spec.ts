@@ -1,0 +1,91 @@
+import { DataSource } from 'typeorm';
+import { OUTBOX_MIGRATIONS, outboxEntities, outboxMigrations, type OutboxTablesOptions } from '../src';
+import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
+import { useTestDatabase } from './helpers/e2e-fixture';
+import { describeWith } from './helpers/services';
+
+const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
+
+/** The table paths a set of options names. */
+function tablesOf({ prefix = '', schema }: OutboxTablesOptions): string[] {
+  const names = ['outbox_messages', 'outbox_key_locks', 'idempotency_keys', 'outbox_attempts', 'idempotency_steps'];
+  return names.map((n) => (schema ? `${schema}.${prefix}${n}` : `${prefix}${n}`));
+}
+
+for (const kind of kinds) {
+  describeWith(servicesOf(kind), `outboxMigrations() beside the shipped migrations on ${DATABASE_LABEL[kind]}`, () => {
+    const fx = useTestDatabase(kind, { per: 'test' });
+    // Two prefixed sets beside the shipped one in one database/schema, and (PostgreSQL) one more in a schema.
+    const sets: OutboxTablesOptions[] = [
+      { prefix: 'billing_' },
+      { prefix: 'b2' },
+      ...(kind === 'postgres' ? [{ schema: `billing_${Date.now().toString(36)}`, prefix: 'x_' }] : []),
+    ];
+
+    it('create exactly the schema of outboxEntities() for each set (nothing left for synchronize), and revert', async () => {
+      const ds = new DataSource({
+        ...fx.db.options,
+        entities: [...outboxEntities(), ...sets.flatMap((s) => outboxEntities(s))],
+        migrations: [...OUTBOX_MIGRATIONS, ...sets.flatMap((s) => outboxMigrations(s))],
+        logging: false,
+      } as never);
+      await ds.initialize();
+      fx.defer(async () => {
+        if (kind === 'postgres') {
+          for (const s of sets) if (s.schema) await ds.query(`DROP SCHEMA IF EXISTS "${s.schema}" CASCADE`);
+        }
+        await ds.destroy();
+      });
+
+      const ran = (await ds.runMigrations()).map((m) => m.name);
+      // Every set's four migrations, recorded under names of their own, in timestamp order.
+      expect(ran).toHaveLength(4 * (sets.length + 1));
+      expect(ran.filter((n) => n.startsWith('CreateOutboxTables'))).toEqual([
+        'CreateOutboxTables1764374400000',
+        'CreateOutboxTables_billing_1764374400000',
+        'CreateOutboxTables_b21764374400000',
+        ...(kind === 'postgres' ? [`CreateOutboxTables_${sets[2].schema}.x_1764374400000`] : []),
+      ]);
+      expect(ran.map((n) => n.slice(-13))).toEqual([...ran.map((n) => n.slice(-13))].sort());
+
+      const pending = await ds.driver.createSchemaBuilder().log();
+      // On MySQL/MariaDB the migration makes response_body MEDIUMTEXT on purpose (the entity says TEXT, 64 KB there).
+      const mediumText = /`\w*idempotency_keys` (DROP COLUMN|ADD) `response_body`/;
+      expect(pending.upQueries.map((q) => q.query).filter((q) => !mediumText.test(q))).toEqual([]);
+
+      const runner = ds.createQueryRunner();
+      try {
+        for (const s of [{}, ...sets]) {
+          for (const table of tablesOf(s))
+            expect({ table, exists: await runner.hasTable(table) }).toEqual({ table, exists: true });
+        }
+        // Index names are derived from the table: the sets' indexes never collide.
+        const index = ds
+          .getMetadata(outboxEntities(sets[0])[0])
+          .indices.map((i) => i.name)
+          .sort();
+        expect(index).toEqual([
+          'IDX_billing_outbox_messages_claim',
+          'IDX_billing_outbox_messages_cleanup',
+          'IDX_billing_outbox_messages_dead',
+          'IDX_billing_outbox_messages_key',
+          'UQ_billing_outbox_messages_message_id',
+        ]);
+        // Reverting the last one (the steps tables, newest timestamp) drops each set's own steps table.
+        for (const _ of sets) await ds.undoLastMigration();
+        await ds.undoLastMigration();
+        for (const s of [{}, ...sets]) {
+          const [messages, , , , steps] = tablesOf(s);
+          expect(await runner.hasTable(steps)).toBe(false);
+          expect(await runner.hasTable(messages)).toBe(true);
+        }
+        // And the rest of the way down drops every table.
+        for (let left = ran.length - (sets.length + 1); left > 0; left--) await ds.undoLastMigration();
+        for (const s of [{}, ...sets])
+          for (const table of tablesOf(s)) expect(await runner.hasTable(table)).toBe(false);
+      } finally {
+        await runner.release();
+      }
+    });
+  });
+}
