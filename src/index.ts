@@ -42,6 +42,7 @@ export { CreateIdempotencyKeys1764460800000 } from './schema/migrations/17644608
 export { OutboxAttempt, OUTBOX_ATTEMPTS_TABLE } from './schema/outbox-attempt.entity';
 export { AddOutboxAttempts1765152000000 } from './schema/migrations/1765152000000-outbox-attempts';
 export { CreateIdempotencySteps1765411200000 } from './schema/migrations/1765411200000-idempotency-steps';
+export { AddOutboxDestinations1765497600000 } from './schema/migrations/1765497600000-outbox-destinations';
 
 // ── Producing: the business write and its event in one transaction ───────────────────────────────────────────
 /** `transaction()`, `emit()`, `emitMany()`, `manager`, `stats()`, `flush()`. */

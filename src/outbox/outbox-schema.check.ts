@@ -7,6 +7,7 @@ import { CreateOutboxTables1764374400000 } from '../schema/migrations/1764374400
 import { CreateIdempotencyKeys1764460800000 } from '../schema/migrations/1764460800000-idempotency-keys';
 import { AddOutboxAttempts1765152000000 } from '../schema/migrations/1765152000000-outbox-attempts';
 import { CreateIdempotencySteps1765411200000 } from '../schema/migrations/1765411200000-idempotency-steps';
+import { AddOutboxDestinations1765497600000 } from '../schema/migrations/1765497600000-outbox-destinations';
 import { OutboxAttempt, outboxAttemptsTable } from '../schema/outbox-attempt.entity';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
@@ -19,8 +20,8 @@ interface NeededTable {
   table: string;
   columns: readonly string[];
   migration: string;
-  /** Columns a later migration added, and that migration (run it alone when only these are missing). */
-  addedLater?: { columns: readonly string[]; migration: string };
+  /** Columns later migrations added, and those migrations (run only them when only these are missing). */
+  addedLater?: ReadonlyArray<{ columns: readonly string[]; migration: string }>;
 }
 
 /**
@@ -61,7 +62,10 @@ export class OutboxSchemaCheck implements OnModuleInit {
         table,
         columns: columnsOf(OutboxMessage),
         migration: outboxMigration,
-        addedLater: { columns: ['dead_at'], migration: attemptsMigration },
+        addedLater: [
+          { columns: ['dead_at'], migration: attemptsMigration },
+          { columns: ['destination'], migration: AddOutboxDestinations1765497600000.name },
+        ],
       },
       ...dialect.companionTables(table).map((t) => ({ ...t, migration: outboxMigration })),
       { table: outboxAttemptsTable(table), columns: columnsOf(OutboxAttempt), migration: attemptsMigration },
@@ -102,7 +106,7 @@ function schemaError(dataSource: string, problems: OutboxSchemaProblem[], needed
   // A column that a later migration adds is not a sign of a hand-made table.
   const incomplete = problems.some((p) => {
     const later = needed.find((t) => t.table === p.table)?.addedLater;
-    return !p.tableMissing && !p.missingColumns.every((c) => later?.columns.includes(c));
+    return !p.tableMissing && !p.missingColumns.every((c) => later?.some((l) => l.columns.includes(c)));
   });
   return new OutboxSchemaError(
     `nestjs-outbox cannot start: the DataSource '${dataSource}' lacks what it needs.\n${lines.join('\n')}\n` +
@@ -117,13 +121,18 @@ function schemaError(dataSource: string, problems: OutboxSchemaProblem[], needed
   );
 }
 
-/** The shipped migrations that fill one gap: only the later one when only the columns it added are missing. */
+/**
+ * The shipped migrations that fill one gap: only the later ones that added the missing columns when only such
+ * columns are missing; else the one that creates the table and every later one.
+ */
 function migrationsFor(problem: OutboxSchemaProblem, table: NeededTable | undefined): string[] {
   if (!table) return [];
-  const later = table.addedLater;
-  if (!later) return [table.migration];
-  if (!problem.tableMissing && problem.missingColumns.every((c) => later.columns.includes(c))) return [later.migration];
-  return [table.migration, later.migration];
+  const later = table.addedLater ?? [];
+  const adds = (c: string) => later.some((l) => l.columns.includes(c));
+  if (!problem.tableMissing && later.length > 0 && problem.missingColumns.every(adds)) {
+    return later.filter((l) => problem.missingColumns.some((c) => l.columns.includes(c))).map((l) => l.migration);
+  }
+  return [table.migration, ...later.map((l) => l.migration)];
 }
 
 /** `a`, `a and b`, `a, b and c`. */

@@ -4,7 +4,7 @@ import type { ClientProxy } from '@nestjs/microservices';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import type { ClaimedOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
+import type { ClaimedOutboxRow, NewOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
 import { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxWakeup, resolveWakeup } from '../dialects/resolve-wakeup';
 import { OutboxConfigurationError } from '../errors';
@@ -107,6 +107,16 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   /** The transport messages are built for (`rmq`, `tcp`, …), once the client has been resolved. */
   get transportName(): OutboxTransportName | undefined {
     return this.delivery.brokers.primary?.client.transport?.name;
+  }
+
+  /**
+   * The destinations `emit()` writes a message to, one row each: `['']` (one row for every destination, as in
+   * earlier versions) in an outbox without `route` when the message has at most one destination; else
+   * `broker:<token>` for the broker `route.select()` picks (or the `client`) and `handler:<name>` for each
+   * `@OnOutboxEvent()` handler of its pattern (see `RowDelivery.destinationsOf()`).
+   */
+  destinationsOf(message: Pick<NewOutboxRow, 'messageId' | 'pattern' | 'key' | 'headers'>): string[] {
+    return this.delivery.destinationsOf(message);
   }
 
   /** Subscribes to a publisher event. */

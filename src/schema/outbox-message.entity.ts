@@ -3,8 +3,15 @@ import { OUTBOX_TABLE } from '../outbox.constants';
 import { epochMsOrZero, epochMsTransformer } from './epoch-ms.transformer';
 import { declareSqliteIntegerKey } from './sqlite-bigint-key.patch';
 
-/** Name of the unique index on `message_id` (the entity's and the migration's). */
-export const MESSAGE_ID_UNIQUE_INDEX = 'UQ_outbox_messages_message_id';
+/**
+ * Name of the unique index on `(message_id, destination)`: a message id is unique per destination (a message is
+ * written as one row per destination, all with its id). Made by the `AddOutboxDestinations1765497600000`
+ * migration, which drops the earlier `UQ_outbox_messages_message_id` on `message_id` alone.
+ */
+export const MESSAGE_ID_UNIQUE_INDEX = 'UQ_outbox_messages_message_destination';
+
+/** Name of the index that serves per-key order per destination: `(ordering_key, status, destination, seq)`. */
+export const KEY_INDEX = 'IDX_outbox_messages_key_destination';
 
 /** Name of the index that serves the dead letters' newest-first pages. */
 export const DEAD_INDEX = 'IDX_outbox_messages_dead';
@@ -17,13 +24,14 @@ export type OutboxMessageStatus = 'pending' | 'sent' | 'dead';
  * state change it announces.
  *
  * Indexes: `claim` serves the publisher's query (pending rows in write order, so history rows are never
- * scanned); `key` serves per-key ordering (only a key's unsent rows are probed); `cleanup` serves retention of
+ * scanned); `key_destination` serves per-key ordering per destination (only a key's unsent rows are probed); `cleanup` serves retention of
  * sent rows; `dead` serves the dead letters' pages (newest death first). Times are epoch milliseconds on the database
  * clock.
  */
 @Entity(OUTBOX_TABLE)
 @Index('IDX_outbox_messages_claim', ['status', 'seq'])
-@Index('IDX_outbox_messages_key', ['key', 'status', 'seq'])
+@Index(KEY_INDEX, ['key', 'status', 'destination', 'seq'])
+@Index(MESSAGE_ID_UNIQUE_INDEX, ['messageId', 'destination'], { unique: true })
 @Index('IDX_outbox_messages_cleanup', ['status', 'sentAt'])
 @Index(DEAD_INDEX, ['status', 'deadAt', 'seq'])
 export class OutboxMessage {
@@ -32,7 +40,6 @@ export class OutboxMessage {
   seq!: string;
 
   /** Stable id assigned when the row is written (UUIDv7 unless given); travels with the message for dedup. */
-  @Index(MESSAGE_ID_UNIQUE_INDEX, { unique: true })
   @Column({ type: 'varchar', length: 255, name: 'message_id' })
   messageId!: string;
 
@@ -48,7 +55,15 @@ export class OutboxMessage {
   @Column({ type: 'text', nullable: true })
   headers!: string | null;
 
-  /** Ordering key: messages with the same key are published in commit order. */
+  /**
+   * Where this row goes: `''` (every destination of the message, decided at publish time), `broker:<token>` or
+   * `handler:<name>` (see `destination-names.ts`). A message is one row per destination, all with its message id;
+   * each is retried and dead-lettered on its own. Added by the `AddOutboxDestinations1765497600000` migration.
+   */
+  @Column({ type: 'varchar', length: 255, default: '' })
+  destination!: string;
+
+  /** Ordering key: messages with the same key are published in commit order (per destination). */
   @Column({ type: 'varchar', length: 255, nullable: true, name: 'ordering_key' })
   key!: string | null;
 

@@ -162,7 +162,7 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
     const earlier = (status: string) =>
       `SELECT 1 FROM ${this.quoteTable(table)} e
         WHERE e.${q('ordering_key')} = ${m}.${q('ordering_key')} AND e.${q('status')} = '${status}'
-          AND e.${q('seq')} < ${m}.${q('seq')}`;
+          AND e.${q('seq')} < ${m}.${q('seq')} AND ${this.sameDestination('e', m)}`;
     return `${m}.${q('status')} = 'pending'
       AND ${m}.${q('available_at')} <= ${now} AND (${until} IS NULL OR ${until} < ${now})
       AND (${m}.${q('ordering_key')} IS NULL OR (
