@@ -277,6 +277,18 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
   }
 
   /**
+   * The condition that the earlier unsent row `e` of `m`'s key holds `m` back: in `m`'s stream (see
+   * `sameDestination()`) and in `state` (dead, not due, or claimed elsewhere) — or a row for every destination
+   * (`''`) while `m` is for one, whatever its state: `e` may itself wait for a row of another destination, which
+   * would not hold `m` back, so a one-destination row waits until the earlier every-destination rows of its key
+   * are sent (such rows are those written before the destinations migration).
+   */
+  protected heldBackBy(e: string, m: string, state: string): string {
+    const d = this.quote('destination');
+    return `(${e}.${d} = '' AND ${m}.${d} <> '' OR (${e}.${d} = ${m}.${d} OR ${m}.${d} = '') AND ${state})`;
+  }
+
+  /**
    * The WHERE clause of rows that may be claimed now (columns of the alias `m`): pending, due, unclaimed (or lease
    * expired), and — for keyed rows — not behind an earlier row of the same key and destination that cannot be
    * published now (dead, waiting for a retry, or claimed by another publisher). A failing head so blocks only its
@@ -293,8 +305,7 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
         FROM ${this.quoteTable(table)} e
         WHERE e.${q('ordering_key')} = ${m}.${q('ordering_key')}
           AND e.${q('status')} IN ('pending', 'dead') AND e.${q('seq')} < ${m}.${q('seq')}
-          AND ${this.sameDestination('e', m)}
-          AND (e.${q('status')} = 'dead' OR e.${q('available_at')} > ${now} OR e.${q('claimed_until')} >= ${now})
+          AND ${this.heldBackBy('e', m, `(e.${q('status')} = 'dead' OR e.${q('available_at')} > ${now} OR e.${q('claimed_until')} >= ${now})`)}
       ))`;
   }
 
@@ -341,8 +352,7 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
       if (!blockers) continue;
       const seq = BigInt(row.seq);
       const blocked = blockers.some(
-        (b) =>
-          b.first < seq && (b.destination === row.destination || b.destination === '' || row.destination === ''),
+        (b) => b.first < seq && (b.destination === row.destination || b.destination === '' || row.destination === ''),
       );
       if (blocked) keep.delete(row.seq);
     }
