@@ -125,8 +125,8 @@ export function createConsoleController(options: ResolvedOutboxConsoleOptions): 
 
     @Get('api/messages/:id')
     @Header('Cache-Control', 'no-store')
-    async message(@Param('id') id: string): Promise<ConsoleMessageView> {
-      const detail = await this.deadLetters.get(id);
+    async message(@Param('id') id: string, @Query('destination') destination?: string): Promise<ConsoleMessageView> {
+      const detail = await this.deadLetters.get(id, destination);
       if (!detail)
         throw notFound(`No outbox message has id ${JSON.stringify(id)} (never written, purged or cleaned up).`);
       return toMessageView(detail);
