@@ -8,6 +8,7 @@ import {
   OutboxEventContext,
   OutboxRouteMessage,
 } from '../src';
+import { OutboxDatabase } from '../src/dialects/outbox-database';
 import { deleteQueue, rmqClientOptions, rmqConsumerOptions, startConsumer, uniqueQueue } from './helpers/consumers';
 import { useOutboxApp } from './helpers/e2e-fixture';
 import { waitFor } from './helpers/ports';
@@ -224,6 +225,19 @@ describeWith(['postgres', 'rabbitmq', 'nats'], 'Routing one outbox to RabbitMQ a
     const detail = await fx.app.get(OutboxDeadLetters).get(id);
     expect(detail?.lastError).toMatch(
       /OutboxRouteError: .*returned 'NOPE'.*not in route\.clients \(ORDERS_RMQ, AUDIT_NATS\)\. Return one of those tokens/,
+    );
+    expect(detail?.attempts).toBe(3);
+  });
+
+  it('a row written for a broker client that is gone goes dead with OutboxNoDestinationError naming the fix', async () => {
+    const { dialect, table } = fx.app.get(OutboxDatabase);
+    const id = `gone-${suffix}`;
+    const row = { messageId: id, pattern: order, payload: '{}', headers: null, key: null };
+    await dialect.insert(fx.dataSource.manager, table, [{ ...row, destination: 'broker:OLD_RMQ' }]);
+    await waitFor(async () => (await statusOf(id)) === 'dead', 'the row to go dead');
+    const detail = await fx.app.get(OutboxDeadLetters).get(id);
+    expect(detail?.lastError).toMatch(
+      /OutboxNoDestinationError: .*destination 'broker:OLD_RMQ', but this outbox has no broker client named OLD_RMQ .*Add the client back/,
     );
     expect(detail?.attempts).toBe(3);
   });
