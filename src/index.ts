@@ -101,6 +101,7 @@ export type {
   DeadLetterPage,
   DeadLetterSummary,
   OutboxMessageDetail,
+  OutboxDestinationState,
   OutboxAttemptRecord,
 } from './outbox/dead-letter.model';
 /** A `@nestjs/terminus` indicator of the backlog and the relay's lag. */

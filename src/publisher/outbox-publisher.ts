@@ -115,7 +115,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
    * `broker:<token>` for the broker `route.select()` picks (or the `client`) and `handler:<name>` for each
    * `@OnOutboxEvent()` handler of its pattern (see `RowDelivery.destinationsOf()`).
    */
-  destinationsOf(message: Pick<NewOutboxRow, 'messageId' | 'pattern' | 'key' | 'headers'>): string[] {
+  destinationsOf(message: Pick<NewOutboxRow, 'messageId' | 'pattern' | 'key' | 'headers'>): readonly string[] {
     return this.delivery.destinationsOf(message);
   }
 

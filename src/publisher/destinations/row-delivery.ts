@@ -29,6 +29,9 @@ import {
 } from './destination-names';
 import { tokenName } from './route.options-validation';
 
+/** The destinations of a message written as one row for every destination. */
+const EVERY_DESTINATION: readonly string[] = Object.freeze([ALL_DESTINATIONS]);
+
 /**
  * Where the rows of one outbox go and what a failed delivery means: the brokers (none, the `client`, or the
  * `route.clients`) and the `@OnOutboxEvent()` handlers, the per-broker backoff streaks of an outage, and the
@@ -62,11 +65,11 @@ export class RowDelivery {
    * message at most one destination. Also `['']` when `route.select()` fails here: it runs again at publish time,
    * where its error is retried and dead-lettered (never lost).
    */
-  destinationsOf(message: Pick<NewOutboxRow, 'messageId' | 'pattern' | 'key' | 'headers'>): string[] {
+  destinationsOf(message: Pick<NewOutboxRow, 'messageId' | 'pattern' | 'key' | 'headers'>): readonly string[] {
     const handlers = this.handlers?.handlersOf(message.pattern) ?? [];
     if (!this.options.route) {
       const broker = this.brokers.primary;
-      if ((broker ? 1 : 0) + handlers.length <= 1) return [ALL_DESTINATIONS];
+      if ((broker ? 1 : 0) + handlers.length <= 1) return EVERY_DESTINATION;
       const names = handlers.map((h) => handlerDestination(h.name));
       return broker ? [brokerDestination(broker.token), ...names] : names;
     }
@@ -76,12 +79,12 @@ export class RowDelivery {
       const headers = message.headers ? (JSON.parse(message.headers) as Record<string, string>) : {};
       broker = this.brokers.select({ messageId, pattern, key, headers });
     } catch (error) {
-      if (error instanceof OutboxRouteError) return [ALL_DESTINATIONS];
+      if (error instanceof OutboxRouteError) return EVERY_DESTINATION;
       throw error;
     }
     const names = handlers.map((h) => handlerDestination(h.name));
     if (broker) names.unshift(brokerDestination(broker.token));
-    return names.length === 0 ? [ALL_DESTINATIONS] : names;
+    return names.length === 0 ? EVERY_DESTINATION : names;
   }
 
   /**
