@@ -1,8 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { getDataSourceToken } from '@nestjs/typeorm';
-import { ClsPluginTransactional, Transactional, TransactionHost } from '@nestjs-cls/transactional';
-import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import { ClsModule } from 'nestjs-cls';
+import { Transactional, TransactionHost } from '@nestjs-cls/transactional';
+import type { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { DataSource, EntityManager } from 'typeorm';
 import {
@@ -15,6 +13,7 @@ import {
   OutboxTransactionSource,
 } from '../src';
 import { resolveOutboxOptions } from '../src/outbox.options-validation';
+import { clsTransactionalModule } from './fixtures/cls-transactional';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
@@ -47,16 +46,7 @@ class OrdersService {
   }
 }
 
-const clsImports = [
-  ClsModule.forRoot({
-    global: true,
-    plugins: [
-      new ClsPluginTransactional({
-        adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }),
-      }),
-    ],
-  }),
-];
+const clsImports = [clsTransactionalModule(false)];
 
 const kinds: DatabaseKind[] = ['sqlite', 'postgres'];
 

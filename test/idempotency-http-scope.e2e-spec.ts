@@ -10,7 +10,7 @@ import {
   Req,
   UseGuards,
 } from '@nestjs/common';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { HTTP_PLATFORMS, listenHttpApp } from './fixtures/http-app';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
 import { IdempotencyRecord, Idempotent, OutboxService } from '../src';
@@ -94,11 +94,10 @@ class RecordingLogger implements LoggerService {
   }
 }
 
-type Platform = 'express' | 'fastify';
 const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
 
 for (const kind of kinds) {
-  for (const platform of ['express', 'fastify'] as Platform[]) {
+  for (const platform of HTTP_PLATFORMS) {
     describeWith(servicesOf(kind), `@Idempotent() HTTP key scope (${platform}) on ${DATABASE_LABEL[kind]}`, () => {
       let db: TestDatabase;
       let app: INestApplication;
@@ -115,12 +114,7 @@ for (const kind of kinds) {
           controllers: [ScopedController, OpenController],
           outbox: { publisher: { enabled: false } },
         });
-        app =
-          platform === 'express'
-            ? moduleRef.createNestApplication({ logger })
-            : moduleRef.createNestApplication(new FastifyAdapter(), { logger });
-        await app.listen(0, '127.0.0.1');
-        url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+        ({ app, url } = await listenHttpApp(moduleRef, platform, { logger }));
         ds = app.get(DataSource);
       });
 

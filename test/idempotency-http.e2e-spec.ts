@@ -11,7 +11,7 @@ import {
   ValidationPipe,
 } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { HTTP_PLATFORMS, listenHttpApp } from './fixtures/http-app';
 import { Exclude } from 'class-transformer';
 import { IsInt, IsString, Min } from 'class-validator';
 import request from 'supertest';
@@ -161,11 +161,10 @@ class GuardedController {
   }
 }
 
-type Platform = 'express' | 'fastify';
 const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
 
 for (const kind of kinds) {
-  for (const platform of ['express', 'fastify'] as Platform[]) {
+  for (const platform of HTTP_PLATFORMS) {
     describeWith(servicesOf(kind), `@Idempotent() over HTTP (${platform}) on ${DATABASE_LABEL[kind]}`, () => {
       let db: TestDatabase;
       let app: INestApplication;
@@ -181,14 +180,12 @@ for (const kind of kinds) {
           controllers: [OrdersController, GuardedController],
           outbox: { publisher: { enabled: false } },
         });
-        app =
-          platform === 'express'
-            ? moduleRef.createNestApplication({ logger: false })
-            : moduleRef.createNestApplication(new FastifyAdapter(), { logger: false });
-        app.useGlobalPipes(new ValidationPipe({ whitelist: true }));
-        app.useGlobalInterceptors(new ClassSerializerInterceptor(app.get(Reflector)));
-        await app.listen(0, '127.0.0.1');
-        url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+        ({ app, url } = await listenHttpApp(moduleRef, platform, {
+          configure: (created) => {
+            created.useGlobalPipes(new ValidationPipe({ whitelist: true }));
+            created.useGlobalInterceptors(new ClassSerializerInterceptor(created.get(Reflector)));
+          },
+        }));
         ds = app.get(DataSource);
       });
 

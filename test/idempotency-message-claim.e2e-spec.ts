@@ -1,11 +1,10 @@
-import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { IdempotencyRecord } from '../src';
 import { IdempotencyService } from '../src/idempotency/idempotency.service';
 import type { IdempotencyBegin } from '../src/idempotency/idempotency-store';
-import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
-import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
+import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
+import { useOutboxApp } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';
 
 const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
@@ -22,26 +21,16 @@ const settledWithin = (promise: Promise<unknown>, ms: number) =>
  */
 for (const kind of kinds) {
   describeWith(servicesOf(kind), `Message keys taken by claim() on ${DATABASE_LABEL[kind]}`, () => {
-    let db: TestDatabase;
-    let app: INestApplication;
+    const fx = useOutboxApp(kind, {
+      logger: false,
+      outbox: { publisher: { enabled: false }, idempotency: { ttl: HOUR } },
+    });
     let ds: DataSource;
     let idempotency: IdempotencyService;
 
-    beforeAll(async () => {
-      db = await createTestDatabase(kind);
-      const moduleRef = await createOutboxTestingModule({
-        db,
-        outbox: { publisher: { enabled: false }, idempotency: { ttl: HOUR } },
-      });
-      app = moduleRef.createNestApplication({ logger: false });
-      await app.init();
-      ds = app.get(DataSource);
-      idempotency = app.get(IdempotencyService);
-    });
-
-    afterAll(async () => {
-      await app?.close();
-      await db?.drop();
+    beforeAll(() => {
+      ds = fx.dataSource;
+      idempotency = fx.app.get(IdempotencyService);
     });
 
     beforeEach(() => ds.getRepository(IdempotencyRecord).clear());

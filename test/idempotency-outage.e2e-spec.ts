@@ -2,6 +2,7 @@ import { Body, Controller, INestApplication, Post } from '@nestjs/common';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
 import { IdempotencyRecord, Idempotent, OutboxService } from '../src';
+import { listenHttpApp } from './fixtures/http-app';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
@@ -59,9 +60,7 @@ for (const kind of kinds) {
           controllers: [OrdersController],
           outbox: { publisher: { enabled: false }, cleanup: { enabled: false } },
         });
-        app = moduleRef.createNestApplication({ logger: false });
-        await app.listen(0, '127.0.0.1');
-        url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+        ({ app, url } = await listenHttpApp(moduleRef));
         ds = app.get(DataSource);
       });
 

@@ -1,11 +1,10 @@
-import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { IdempotencyRecord } from '../src';
 import { IDEMPOTENCY_CLEANUP_TASK, IdempotencyService } from '../src/idempotency/idempotency.service';
 import { OutboxCleanupRegistry } from '../src/scheduling/outbox-cleanup.registry';
 import { CreateIdempotencyKeys1764460800000 } from '../src/schema/migrations/1764460800000-idempotency-keys';
-import { createOutboxTestingModule } from './fixtures/outbox-app';
-import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
+import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
+import { useOutboxApp } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';
 import { waitFor } from './helpers/ports';
 
@@ -17,26 +16,16 @@ for (const kind of kinds) {
     servicesOf(kind),
     `Idempotency records: expiry, cleanup and migration on ${DATABASE_LABEL[kind]}`,
     () => {
-      let db: TestDatabase;
-      let app: INestApplication;
+      const fx = useOutboxApp(kind, {
+        logger: false,
+        outbox: { publisher: { enabled: false }, idempotency: { ttl: HOUR } },
+      });
       let ds: DataSource;
       let idempotency: IdempotencyService;
 
-      beforeAll(async () => {
-        db = await createTestDatabase(kind);
-        const moduleRef = await createOutboxTestingModule({
-          db,
-          outbox: { publisher: { enabled: false }, idempotency: { ttl: HOUR } },
-        });
-        app = moduleRef.createNestApplication({ logger: false });
-        await app.init();
-        ds = app.get(DataSource);
-        idempotency = app.get(IdempotencyService);
-      });
-
-      afterAll(async () => {
-        await app?.close();
-        await db?.drop();
+      beforeAll(() => {
+        ds = fx.dataSource;
+        idempotency = fx.app.get(IdempotencyService);
       });
 
       beforeEach(() => ds.getRepository(IdempotencyRecord).clear());
@@ -142,7 +131,7 @@ for (const kind of kinds) {
       it('deletes expired records in batches through the cleanup task, never live ones', async () => {
         for (let i = 0; i < 5; i++) await record(`expired-${i}`, -1000 - i);
         await record('live', HOUR);
-        const task = app
+        const task = fx.app
           .get(OutboxCleanupRegistry)
           .all()
           .find((t) => t.name === IDEMPOTENCY_CLEANUP_TASK);

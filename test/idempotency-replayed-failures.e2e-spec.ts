@@ -9,7 +9,7 @@ import {
   Post,
   ValidationPipe,
 } from '@nestjs/common';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { HTTP_PLATFORMS, listenHttpApp } from './fixtures/http-app';
 import { IsInt, IsString, Min } from 'class-validator';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
@@ -97,11 +97,10 @@ class PaymentsController {
   }
 }
 
-type Platform = 'express' | 'fastify';
 const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
 
 for (const kind of kinds) {
-  for (const platform of ['express', 'fastify'] as Platform[]) {
+  for (const platform of HTTP_PLATFORMS) {
     const title = `@Idempotent() replays final failures (${platform}) on ${DATABASE_LABEL[kind]}`;
     describeWith(servicesOf(kind), title, () => {
       let db: TestDatabase;
@@ -118,13 +117,9 @@ for (const kind of kinds) {
           controllers: [PaymentsController],
           outbox: { publisher: { enabled: false } },
         });
-        app =
-          platform === 'express'
-            ? moduleRef.createNestApplication({ logger: false })
-            : moduleRef.createNestApplication(new FastifyAdapter(), { logger: false });
-        app.useGlobalPipes(new ValidationPipe({ whitelist: true }));
-        await app.listen(0, '127.0.0.1');
-        url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+        ({ app, url } = await listenHttpApp(moduleRef, platform, {
+          configure: (created) => created.useGlobalPipes(new ValidationPipe({ whitelist: true })),
+        }));
         ds = app.get(DataSource);
       });
 
@@ -257,6 +252,7 @@ for (const kind of kinds) {
   describeWith(servicesOf(kind), `replayErrors: false module-wide on ${DATABASE_LABEL[kind]}`, () => {
     let db: TestDatabase;
     let app: INestApplication;
+    let url: string;
 
     beforeAll(async () => {
       db = await createTestDatabase(kind);
@@ -265,8 +261,7 @@ for (const kind of kinds) {
         controllers: [PaymentsController],
         outbox: { publisher: { enabled: false }, idempotency: { replayErrors: false } },
       });
-      app = moduleRef.createNestApplication({ logger: false });
-      await app.listen(0, '127.0.0.1');
+      ({ app, url } = await listenHttpApp(moduleRef));
     });
 
     afterAll(async () => {
@@ -276,7 +271,6 @@ for (const kind of kinds) {
 
     it('keeps no failure: a declined payment runs again on retry', async () => {
       delete calls.declined;
-      const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
       const key = `module-${Date.now().toString(36)}`;
       const body = { reference: `M-${key}`, amount: 4 };
       const post = () => request(url).post('/payments/declined').set('Idempotency-Key', key).send(body);

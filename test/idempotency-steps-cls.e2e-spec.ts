@@ -1,11 +1,10 @@
 import { Body, Controller, HttpException, INestApplication, Injectable, Post } from '@nestjs/common';
-import { getDataSourceToken } from '@nestjs/typeorm';
-import { ClsPluginTransactional, Transactional, TransactionHost } from '@nestjs-cls/transactional';
-import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import { ClsModule } from 'nestjs-cls';
+import { Transactional, TransactionHost } from '@nestjs-cls/transactional';
+import type { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
 import { IdempotencyStep, Idempotent, idempotentStep } from '../src';
+import { clsTransactionalModule } from './fixtures/cls-transactional';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
@@ -60,17 +59,7 @@ for (const kind of kinds) {
       db = await createTestDatabase(kind);
       const moduleRef = await createOutboxTestingModule({
         db,
-        imports: [
-          ClsModule.forRoot({
-            global: true,
-            middleware: { mount: true },
-            plugins: [
-              new ClsPluginTransactional({
-                adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }),
-              }),
-            ],
-          }),
-        ],
+        imports: [clsTransactionalModule()],
         providers: [CheckoutService],
         controllers: [CheckoutController],
         outbox: { transactions: 'cls', publisher: { enabled: false } },

@@ -7,7 +7,7 @@ import {
   InternalServerErrorException,
   Post,
 } from '@nestjs/common';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { HTTP_PLATFORMS, listenHttpApp } from './fixtures/http-app';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
 import {
@@ -189,7 +189,6 @@ class ShopController {
   }
 }
 
-type Platform = 'express' | 'fastify';
 const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
 
 it('idempotentStep() outside an idempotent call throws IdempotentStepOutsideCallError', () => {
@@ -197,7 +196,7 @@ it('idempotentStep() outside an idempotent call throws IdempotentStepOutsideCall
 });
 
 for (const kind of kinds) {
-  for (const platform of ['express', 'fastify'] as Platform[]) {
+  for (const platform of HTTP_PLATFORMS) {
     const title = `idempotentStep() resumes a key's steps (${platform}) on ${DATABASE_LABEL[kind]}`;
     describeWith(servicesOf(kind), title, () => {
       let db: TestDatabase;
@@ -214,12 +213,7 @@ for (const kind of kinds) {
           controllers: [ShopController],
           outbox: { publisher: { enabled: false } },
         });
-        app =
-          platform === 'express'
-            ? moduleRef.createNestApplication({ logger: false })
-            : moduleRef.createNestApplication(new FastifyAdapter(), { logger: false });
-        await app.listen(0, '127.0.0.1');
-        url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+        ({ app, url } = await listenHttpApp(moduleRef, platform));
         ds = app.get(DataSource);
       });
 
