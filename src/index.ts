@@ -150,6 +150,6 @@ export type { OutboxIdempotencyEvent, IdempotencyOutcome } from './events/idempo
 // idempotency service) stay unexported on purpose: the API report lists them as forgotten exports.
 export type { ResolvedOutboxOptions } from './outbox.options';
 export type { IdempotencyAttempt, StoredIdempotencyRecord } from './idempotency/idempotency-store';
-export type { ClaimedOutboxRow, OutboxFailure } from './dialects/outbox-dialect';
+export type { ClaimedOutboxRow, NewOutboxRow, OutboxFailure } from './dialects/outbox-dialect';
 export type { ClaimedBatch, BatchOutcome } from './publisher/publish-pass';
 export type { OutgoingOutboxMessage } from './transports/outbox-transport';
