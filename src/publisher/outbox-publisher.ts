@@ -294,10 +294,11 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   }
 
   /**
-   * Delivers one row to all of its destinations and resolves once every one succeeded: its broker (the `client`,
-   * or the one `route.select()` picks), confirmed by the transport, and each `@OnOutboxEvent()` handler of its
-   * pattern, run once in its own transaction with its deduplication record (a handler an earlier attempt applied is
-   * skipped). Rejects with the failure that decides the row's fate (see `deliverToAll()`).
+   * Delivers one row to its destination and resolves once it succeeded: a broker (`broker:<token>`), confirmed by
+   * the transport, or an `@OnOutboxEvent()` handler (`handler:<name>`), run once in its own transaction with its
+   * deduplication record. A row for every destination (`''`) goes to all of its message's destinations — its broker
+   * (the `client`, or the one `route.select()` picks) and each handler of its pattern (one an earlier attempt
+   * applied is skipped) — and rejects with the failure that decides its fate (see `deliverToAll()`).
    */
   protected publish(client: ClientProxy | undefined, row: ClaimedOutboxRow): Promise<void> {
     return this.delivery.deliver(client, row);
