@@ -114,7 +114,9 @@ export class OutboxHandlerFailedError extends OutboxError {
 /**
  * Another transaction holds the deduplication record of an in-process handler for this message right now (a
  * publisher whose lease ran out is still running it). Not a failure of the message: the attempt is given back and
- * the message retried with backoff; the retry skips the handler if that run committed.
+ * the message retried with backoff; the retry skips the handler if that run committed. Given back for
+ * `2 × publisher.leaseDuration` after a publisher first found the record held; after that, as a run that never
+ * returns, each such attempt counts (an `OutboxHandlerFailedError` wrapping this one).
  */
 export class OutboxHandlerInFlightError extends OutboxError {}
 

@@ -22,37 +22,15 @@ import {
 } from './outbox.module-definition';
 import type { OutboxModuleOptions } from './outbox.options';
 import { resolveOutboxOptions } from './outbox.options-validation';
-import { OutboxDatabase } from './dialects/outbox-database';
-import { OutboxSchemaCheck } from './outbox/outbox-schema.check';
 import { OutboxDeadLetters } from './outbox/outbox-dead-letters.service';
 import { OutboxKeyLock } from './schema/outbox-key-lock.entity';
 import { OutboxMessage } from './schema/outbox-message.entity';
 import { OutboxAttempt } from './schema/outbox-attempt.entity';
 import { OutboxService } from './outbox/outbox.service';
 import { OutboxPublisher } from './publisher/outbox-publisher';
-import { OutboxTransactionSourceRegistrar } from './transaction/transaction-source.registrar';
 import { OutboxHealthIndicator } from './health/outbox-health.indicator';
-import { OutboxTracingLoader } from './tracing/outbox-tracing.loader';
-import { OutboxMetrics } from './observability/outbox-metrics';
 import { namedOutboxProviders } from './util/named-providers';
-import { OutboxHandlerRegistry } from './handlers/outbox-handler-registry';
-
-/** The classes of one outbox (under class tokens for the default DataSource, named tokens otherwise). */
-const OUTBOX_PROVIDERS: readonly Type<unknown>[] = [
-  OutboxDatabase,
-  OutboxSchemaCheck,
-  OutboxCleanupRegistry,
-  OutboxPublisher,
-  OutboxService,
-  IdempotencyService,
-  OutboxTransactionSourceRegistrar,
-  OutboxHealthIndicator,
-  OutboxTracingLoader,
-  OutboxDeadLetters,
-  OutboxCleanupScheduler,
-  OutboxMetrics,
-  OutboxHandlerRegistry,
-];
+import { OUTBOX_PROVIDERS } from './outbox/outbox-providers';
 
 /** The providers an outbox exports (under class tokens for the default DataSource, named tokens otherwise). */
 const OUTBOX_EXPORTS: readonly Type<unknown>[] = [

@@ -1,49 +1,17 @@
 import type { INestApplication } from '@nestjs/common';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { OutboxDeadLetters, OutboxService } from '../src';
 import { AmqpRecorder } from './helpers/amqp-recorder';
+import { CHROMIUM, CHROMIUM_ARGS, describeMissingBrowser, missingForBrowser, pw, SCREENSHOTS } from './helpers/browser';
 import { uniqueQueue } from './helpers/consumers';
 import { BROKER_SECRET, CONSOLE_TOKEN, FailingSerializer, startConsoleApp } from './helpers/console-app';
 import { createTestDatabase, DATABASE_LABEL, TestDatabase } from './helpers/databases';
 import { waitFor } from './helpers/ports';
 import { describeWith } from './helpers/services';
 
-/** Debian's Chromium (`apt-get install chromium`; .ci/run installs it when missing). */
-const CHROMIUM = '/usr/bin/chromium';
-/** Where the screenshot goes (git-ignored); docs/images/console.png is a copy of it. */
-const OUTPUT = join(__dirname, '..', 'test-output');
-const ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-
-function playwright(): typeof import('playwright-core') | undefined {
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return require('playwright-core') as typeof import('playwright-core');
-  } catch {
-    return undefined;
-  }
-}
-
-const pw = playwright();
-const missing = [!existsSync(CHROMIUM) && CHROMIUM, !pw && 'playwright-core'].filter(Boolean);
-
-if (missing.length > 0) {
-  // Under CI a missing browser fails the run; on a developer machine the suite says what to install.
-  describe('Outbox console in a real browser', () => {
-    it(`needs ${missing.join(' and ')}`, () => {
-      if (process.env.CI === 'true') throw new Error(`The browser test needs ${missing.join(' and ')}: see .ci/run.`);
-      console.warn(`SKIPPED the console browser test: ${missing.join(' and ')} missing`);
-    });
-  });
+if (missingForBrowser.length > 0) {
+  describeMissingBrowser('Outbox console in a real browser');
 } else {
   describeWith(
     ['postgres', 'rabbitmq'],
@@ -69,7 +37,7 @@ if (missing.length > 0) {
         await app.listen(0, '127.0.0.1');
         const address = app.getHttpServer().address() as { port: number };
         base = `http://127.0.0.1:${address.port}`;
-        browser = await pw!.chromium.launch({ executablePath: CHROMIUM, args: ARGS });
+        browser = await pw!.chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
       });
 
       afterAll(async () => {
@@ -122,8 +90,8 @@ if (missing.length > 0) {
         expect(everything).not.toContain(BROKER_SECRET);
         expect(everything).not.toContain('hunter2-header-secret');
         await page.waitForTimeout(1200); // one more chart sample, for the screenshot
-        mkdirSync(OUTPUT, { recursive: true });
-        await page.screenshot({ path: join(OUTPUT, 'console.png'), fullPage: true });
+        mkdirSync(SCREENSHOTS, { recursive: true });
+        await page.screenshot({ path: join(SCREENSHOTS, 'console.png'), fullPage: true });
 
         // The cause is fixed (a deploy): requeue it from the page, confirm, and the consumer gets it.
         serializer.failing = false;

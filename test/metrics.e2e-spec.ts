@@ -155,6 +155,7 @@ for (const setup of setups) {
       expect(await publisher.flush()).toBe(1);
 
       const send = {
+        ...ds,
         'messaging.operation.name': 'send',
         'messaging.operation.type': 'send',
         'messaging.system': setup.system,
@@ -171,16 +172,18 @@ for (const setup of setups) {
       expect(summary(await points(reader, M.operationDuration))).toEqual(summary(expectedAttempts.map(asPoint)));
       expect(summary(await points(reader, M.publishDelay))).toEqual(
         summary([
-          asPoint([{ 'messaging.destination.name': 'OrderPlaced' }, 3]),
-          asPoint([{ 'messaging.destination.name': 'Poison' }, 1]),
+          asPoint([{ ...ds, 'messaging.destination.name': 'OrderPlaced' }, 3]),
+          asPoint([{ ...ds, 'messaging.destination.name': 'Poison' }, 1]),
         ]),
       );
-      const poisonError = { 'messaging.destination.name': 'Poison', 'error.type': 'Error' };
+      const poisonError = { ...ds, 'messaging.destination.name': 'Poison', 'error.type': 'Error' };
       expect(summary(await points(reader, M.retried))).toEqual([
         [{ ...poisonError, 'outbox.transport_unreachable': false }, 1],
       ]);
       expect(summary(await points(reader, M.deadLettered))).toEqual([[poisonError, 1]]);
-      expect(summary(await points(reader, M.requeued))).toEqual([[{ 'messaging.destination.name': 'Poison' }, 1]]);
+      expect(summary(await points(reader, M.requeued))).toEqual([
+        [{ ...ds, 'messaging.destination.name': 'Poison' }, 1],
+      ]);
       expect(await points(reader, M.leaseLost)).toEqual([]);
       for (const name of [M.pending, M.due, M.inFlight, M.dead]) {
         expect([name, summary(await points(reader, name))]).toEqual([name, [[ds, 0]]]);
@@ -204,7 +207,11 @@ for (const setup of setups) {
       expect((await post('pay-1', 99)).status).toBe(422);
       expect((await post('', 10)).status).toBe(400);
       expect(app.get(PaymentsController).runs).toBe(1);
-      const route = { 'outbox.idempotency.consumer': 'PaymentsController.pay', 'outbox.idempotency.kind': 'http' };
+      const route = {
+        'outbox.idempotency.consumer': 'PaymentsController.pay',
+        'outbox.idempotency.kind': 'http',
+        'outbox.data_source': 'default',
+      };
       expect(summary(await points(reader, M.idempotency))).toEqual(
         summary([
           asPoint([{ ...route, 'outbox.idempotency.outcome': 'executed' }, 1]),
@@ -253,7 +260,11 @@ describe(`OpenTelemetry metrics of a consumer's @Idempotent() on ${DATABASE_LABE
     const outbox = app.get(OutboxService);
     await outbox.transaction(() => outbox.emit('Paid', { amount: 5 }));
     expect(await app.get(OutboxPublisher).flush()).toBe(1);
-    const consumer = { 'outbox.idempotency.consumer': 'PaidConsumer.onPaid', 'outbox.idempotency.kind': 'rpc' };
+    const consumer = {
+      'outbox.idempotency.consumer': 'PaidConsumer.onPaid',
+      'outbox.idempotency.kind': 'rpc',
+      'outbox.data_source': 'default',
+    };
     const outcomes = async () => summary(await points(reader, OUTBOX_METRICS.idempotency));
     await waitFor(async () => (await outcomes()).reduce((n, [, v]) => n + v, 0) === 2, 'both deliveries to be handled');
     expect(await outcomes()).toEqual(

@@ -260,6 +260,60 @@ for (const kind of ['postgres', 'mariadb'] as DatabaseKind[]) {
   );
 }
 
+/** Runs of the stuck handler, and the way to let its first run return (it never would on its own). */
+const stuck = { runs: 0, release: (): void => undefined };
+
+@Injectable()
+class StuckHandler {
+  constructor(private readonly outbox: OutboxService) {}
+
+  /** The first run writes its effect, then hangs (an awaited call without a timeout) until the test lets it go. */
+  @OnOutboxEvent('Stuck')
+  async handle(payload: { ref: string }) {
+    stuck.runs++;
+    await this.outbox.manager.insert(TestOrder, { reference: `stuck:${payload.ref}`, amount: stuck.runs });
+    await new Promise<void>((resolve) => (stuck.release = resolve));
+  }
+}
+
+for (const kind of ['postgres', 'mariadb'] as DatabaseKind[]) {
+  describeWith(servicesOf(kind), `An in-process handler that never returns, ${DATABASE_LABEL[kind]}`, () => {
+    const fixture = useOutboxApp(kind, {
+      logger: false,
+      providers: [StuckHandler],
+      outbox: {
+        client: undefined,
+        publisher: { pollingInterval: 50, publishTimeout: 100, leaseDuration: 1100 },
+        retry: { maxAttempts: 3, initialDelay: 50, maxDelay: 200, jitter: 0 },
+      },
+    });
+
+    it('is not retried forever: past 2 leases of being held, the attempts count and the message goes dead', async () => {
+      stuck.runs = 0;
+      const id = await fixture.outbox.transaction(() => fixture.outbox.emit('Stuck', { ref: 'a' }));
+      const rowOf = async () =>
+        (
+          await fixture.dataSource.query(
+            `SELECT status, attempts, last_error FROM outbox_messages WHERE message_id = '${id}'`,
+          )
+        )[0] as { status: string; attempts: number; last_error: string | null };
+      try {
+        // Retries find the record held (given back), then, past the grace, count until retry.maxAttempts.
+        await waitFor(async () => (await rowOf()).status === 'dead', 'the stuck message to go dead');
+      } finally {
+        stuck.release();
+      }
+      const dead = await rowOf();
+      expect(Number(dead.attempts)).toBe(3);
+      expect(dead.last_error).toMatch(
+        /OutboxHandlerFailedError: In-process handler StuckHandler.handle is running message .* Still held \d+ s after this publisher first found it \(2 × publisher\.leaseDuration\), so the attempt counts toward retry\.maxAttempts/,
+      );
+      // The hanging run was the only one to run the handler: every retry found its record held.
+      expect(stuck.runs).toBe(1);
+    });
+  });
+}
+
 @Injectable()
 class RenamedTwice {
   @OnOutboxEvent('Clash', { name: 'clash' })

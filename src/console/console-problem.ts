@@ -28,6 +28,8 @@ export const crossSite = (detail: string) =>
 /** 404: no message with this id. */
 export const notFound = (detail: string) => new ConsoleProblem(404, 'Not found', detail, 'not-found');
 
+/** 404: no outbox of the app has this DataSource name. */
+export const unknownOutbox = (detail: string) => new ConsoleProblem(404, 'Unknown outbox', detail, 'unknown-outbox');
 /** 415: a state-changing call whose body is not JSON. */
 export const unsupportedMediaType = (detail: string) =>
   new ConsoleProblem(415, 'Unsupported media type', detail, 'cross-site-protection');

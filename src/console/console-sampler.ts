@@ -1,10 +1,9 @@
 import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import type { OutboxPublishedEvent } from '../events/publisher-events';
-import { OutboxService } from '../outbox/outbox.service';
-import { OutboxPublisher } from '../publisher/outbox-publisher';
 import { describeError } from '../util/describe-error';
 import { OUTBOX_CONSOLE_OPTIONS } from './console.constants';
 import type { ResolvedOutboxConsoleOptions } from './console.options';
+import { ConsoleOutbox, ConsoleOutboxes } from './console-outboxes';
 import { RingBuffer } from './ring-buffer';
 
 /** One point of the console's chart. */
@@ -21,53 +20,75 @@ export interface ConsoleSample {
   dead: number;
 }
 
-/**
- * Reads `OutboxService.stats()` every `sampleInterval` ms and counts the publisher's `published` events, keeping
- * the last `window` minutes in a ring buffer: the data behind the console's chart, one query per interval however
- * many pages are open. A failed read (database down) leaves a gap and is logged once until reads work again.
- */
-@Injectable()
-export class ConsoleSampler implements OnModuleInit, OnModuleDestroy {
-  private readonly logger = new Logger('OutboxConsole');
-  private readonly samples: RingBuffer<ConsoleSample>;
-  private timer: NodeJS.Timeout | undefined;
-  private publishedSince = 0;
-  private lastAt = Date.now();
-  private failing = false;
-  private readonly onPublished = (event: OutboxPublishedEvent) => {
+/** The samples of one outbox and what its publisher published since the last one. */
+class OutboxSamples {
+  readonly samples: RingBuffer<ConsoleSample>;
+  publishedSince = 0;
+  lastAt = Date.now();
+  failing = false;
+  readonly onPublished = (event: OutboxPublishedEvent) => {
     this.publishedSince += event.messages.length;
   };
 
   constructor(
-    @Inject(OUTBOX_CONSOLE_OPTIONS) private readonly options: ResolvedOutboxConsoleOptions,
-    private readonly outbox: OutboxService,
-    private readonly publisher: OutboxPublisher,
+    readonly outbox: ConsoleOutbox,
+    capacity: number,
   ) {
-    this.samples = new RingBuffer(Math.max(1, Math.ceil((options.window * 60_000) / options.sampleInterval)));
+    this.samples = new RingBuffer(capacity);
   }
+}
+
+/**
+ * Reads `OutboxService.stats()` of every outbox of the app every `sampleInterval` ms and counts each publisher's
+ * `published` events, keeping the last `window` minutes per outbox in a ring buffer: the data behind the console's
+ * chart, one query per outbox and interval however many pages are open. A failed read (database down) leaves a gap
+ * and is logged once until reads of that outbox work again.
+ */
+@Injectable()
+export class ConsoleSampler implements OnModuleInit, OnModuleDestroy {
+  private readonly logger = new Logger('OutboxConsole');
+  private readonly byName = new Map<string, OutboxSamples>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    @Inject(OUTBOX_CONSOLE_OPTIONS) private readonly options: ResolvedOutboxConsoleOptions,
+    private readonly outboxes: ConsoleOutboxes,
+  ) {}
 
   onModuleInit(): void {
-    this.publisher.on('published', this.onPublished);
-    this.timer = setInterval(() => void this.sample(), this.options.sampleInterval);
+    const capacity = Math.max(1, Math.ceil((this.options.window * 60_000) / this.options.sampleInterval));
+    for (const outbox of this.outboxes.all()) {
+      const entry = new OutboxSamples(outbox, capacity);
+      outbox.publisher.on('published', entry.onPublished);
+      this.byName.set(outbox.name, entry);
+    }
+    this.timer = setInterval(() => void this.sampleAll(), this.options.sampleInterval);
     this.timer.unref();
-    void this.sample();
+    void this.sampleAll();
   }
 
   onModuleDestroy(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    this.publisher.off('published', this.onPublished);
+    for (const entry of this.byName.values()) entry.outbox.publisher.off('published', entry.onPublished);
   }
 
-  /** Takes one sample now (also called by the interval). */
-  async sample(): Promise<ConsoleSample | undefined> {
+  /** Takes one sample of every outbox now (also called by the interval). */
+  async sampleAll(): Promise<void> {
+    await Promise.all([...this.byName.keys()].map((name) => this.sample(name)));
+  }
+
+  /** Takes one sample of the outbox `name` now. */
+  async sample(name: string): Promise<ConsoleSample | undefined> {
+    const entry = this.byName.get(name);
+    if (!entry) return undefined;
     try {
-      const stats = await this.outbox.stats();
+      const stats = await entry.outbox.outbox.stats();
       const at = Date.now();
-      const published = this.publishedSince;
-      this.publishedSince = 0;
-      const seconds = Math.max((at - this.lastAt) / 1000, 0.001);
-      this.lastAt = at;
+      const published = entry.publishedSince;
+      entry.publishedSince = 0;
+      const seconds = Math.max((at - entry.lastAt) / 1000, 0.001);
+      entry.lastAt = at;
       const sample: ConsoleSample = {
         at,
         published,
@@ -76,19 +97,21 @@ export class ConsoleSampler implements OnModuleInit, OnModuleDestroy {
         pending: stats.pending,
         dead: stats.dead,
       };
-      this.samples.push(sample);
-      this.failing = false;
+      entry.samples.push(sample);
+      entry.failing = false;
       return sample;
     } catch (error) {
-      if (!this.failing) this.logger.warn(`Could not sample the outbox's stats: ${describeError(error)}`);
-      this.failing = true;
+      if (!entry.failing) {
+        this.logger.warn(`Could not sample the stats of the outbox '${name}': ${describeError(error)}`);
+      }
+      entry.failing = true;
       return undefined;
     }
   }
 
-  /** The samples of the last `minutes` minutes, oldest first. */
-  series(minutes: number): ConsoleSample[] {
+  /** The samples of the outbox `name` of the last `minutes` minutes, oldest first. */
+  series(name: string, minutes: number): ConsoleSample[] {
     const since = Date.now() - minutes * 60_000;
-    return this.samples.toArray().filter((s) => s.at >= since);
+    return (this.byName.get(name)?.samples.toArray() ?? []).filter((s) => s.at >= since);
   }
 }

@@ -15,8 +15,6 @@ import {
 } from '@nestjs/common';
 import { GUARDS_METADATA, PATH_METADATA } from '@nestjs/common/constants';
 import type { DeadLetterPage, DeadLetterPageQuery } from '../outbox/dead-letter.model';
-import { OutboxDeadLetters } from '../outbox/outbox-dead-letters.service';
-import { OutboxService } from '../outbox/outbox.service';
 import { OUTBOX_CONSOLE_OPTIONS } from './console.constants';
 import type { ResolvedOutboxConsoleOptions } from './console.options';
 import { notFound } from './console-problem';
@@ -24,6 +22,8 @@ import { ConsoleProblemFilter } from './console-problem.filter';
 import { ConsoleMessageView, toMessageView } from './console-message-view';
 import { readMinutes, readSelection } from './console-request';
 import { ConsoleSample, ConsoleSampler } from './console-sampler';
+import { ConsoleOutboxes } from './console-outboxes';
+import { ConsoleOutboxView, readOutboxList } from './console-outbox-list';
 import { CONSOLE_APP_JS } from './page/console-script';
 import { CONSOLE_CSS } from './page/console-style';
 import { renderConsolePage } from './page/console-page';
@@ -48,6 +48,8 @@ export interface ConsoleSummary {
 
 /** What `GET <path>/api/series` answers. */
 export interface ConsoleSeries {
+  /** The outbox the samples are of (its DataSource name). */
+  outbox: string;
   sampleInterval: number;
   minutes: number;
   samples: ConsoleSample[];
@@ -64,8 +66,7 @@ export function createConsoleController(options: ResolvedOutboxConsoleOptions): 
   class OutboxConsoleController {
     constructor(
       @Inject(OUTBOX_CONSOLE_OPTIONS) private readonly options: ResolvedOutboxConsoleOptions,
-      private readonly outbox: OutboxService,
-      private readonly deadLetters: OutboxDeadLetters,
+      private readonly outboxes: ConsoleOutboxes,
       private readonly sampler: ConsoleSampler,
     ) {}
 
@@ -76,7 +77,8 @@ export function createConsoleController(options: ResolvedOutboxConsoleOptions): 
     @Header('X-Frame-Options', 'DENY')
     @Header('Referrer-Policy', 'no-referrer')
     @Header('Cache-Control', 'no-store')
-    page(@Req() request: { originalUrl?: string; url?: string }): string {
+    page(@Req() request: { originalUrl?: string; url?: string }, @Query('outbox') outbox: unknown): string {
+      this.outboxes.resolve(outbox); // an unknown name is a 404, as in the API
       const url = request.originalUrl ?? request.url ?? `/${this.options.path}`;
       return renderConsolePage(url.split('?')[0].replace(/\/+$/, ''));
     }
@@ -97,38 +99,61 @@ export function createConsoleController(options: ResolvedOutboxConsoleOptions): 
       return CONSOLE_CSS;
     }
 
+    @Get('api/outboxes')
+    @Header('Cache-Control', 'no-store')
+    async outboxList(): Promise<{ outboxes: ConsoleOutboxView[] }> {
+      return { outboxes: await readOutboxList(this.outboxes.all()) };
+    }
+
     @Get('api/summary')
     @Header('Cache-Control', 'no-store')
-    async summary(): Promise<ConsoleSummary> {
-      const stats = await this.outbox.stats();
+    async summary(@Query('outbox') outbox: unknown): Promise<ConsoleSummary> {
+      const stats = await this.outboxes.resolve(outbox).outbox.stats();
       return { ...stats, at: Date.now() };
     }
 
     @Get('api/series')
     @Header('Cache-Control', 'no-store')
-    series(@Query('minutes') minutes: unknown): ConsoleSeries {
+    series(@Query('minutes') minutes: unknown, @Query('outbox') outbox: unknown): ConsoleSeries {
+      const { name } = this.outboxes.resolve(outbox);
       const span = readMinutes(minutes, this.options.window);
-      return { sampleInterval: this.options.sampleInterval, minutes: span, samples: this.sampler.series(span) };
+      return {
+        outbox: name,
+        sampleInterval: this.options.sampleInterval,
+        minutes: span,
+        samples: this.sampler.series(name, span),
+      };
     }
 
     @Get('api/dead-letters')
     @Header('Cache-Control', 'no-store')
     deadLetterPage(@Query() query: Record<string, unknown>): Promise<DeadLetterPage> {
-      return this.deadLetters.page({ ...query } as DeadLetterPageQuery);
+      const { outbox, ...filter } = query;
+      return this.outboxes.resolve(outbox).deadLetters.page(filter as DeadLetterPageQuery);
     }
 
     @Get('api/dead-letters/count')
     @Header('Cache-Control', 'no-store')
     async deadLetterCount(@Query() query: Record<string, unknown>): Promise<{ count: number }> {
-      return { count: await this.deadLetters.count({ ...query }) };
+      const { outbox, ...filter } = query;
+      return { count: await this.outboxes.resolve(outbox).deadLetters.count(filter) };
     }
 
     @Get('api/messages/:id')
     @Header('Cache-Control', 'no-store')
-    async message(@Param('id') id: string, @Query('destination') destination?: string): Promise<ConsoleMessageView> {
-      const detail = await this.deadLetters.get(id, destination);
-      if (!detail)
-        throw notFound(`No outbox message has id ${JSON.stringify(id)} (never written, purged or cleaned up).`);
+    async message(
+      @Param('id') id: string,
+      @Query('outbox') outbox: unknown,
+      @Query('destination') destination?: string,
+    ): Promise<ConsoleMessageView> {
+      const { name, deadLetters } = this.outboxes.resolve(outbox);
+      const detail = await deadLetters.get(id, destination);
+      if (!detail) {
+        throw notFound(
+          `The outbox '${name}' has no message with id ${JSON.stringify(id)} (never written there, purged or ` +
+            'cleaned up).',
+        );
+      }
       return toMessageView(detail);
     }
 
@@ -136,18 +161,20 @@ export function createConsoleController(options: ResolvedOutboxConsoleOptions): 
     @HttpCode(200)
     @UseGuards(CrossSiteGuard)
     @Header('Cache-Control', 'no-store')
-    async requeue(@Body() body: unknown): Promise<{ count: number }> {
+    async requeue(@Body() body: unknown, @Query('outbox') outbox: unknown): Promise<{ count: number }> {
+      const { deadLetters } = this.outboxes.resolve(outbox);
       const selection = readSelection(body);
-      return { count: await this.deadLetters.requeue('ids' in selection ? selection.ids : selection.filter) };
+      return { count: await deadLetters.requeue('ids' in selection ? selection.ids : selection.filter) };
     }
 
     @Post('api/purge')
     @HttpCode(200)
     @UseGuards(CrossSiteGuard)
     @Header('Cache-Control', 'no-store')
-    async purge(@Body() body: unknown): Promise<{ count: number }> {
+    async purge(@Body() body: unknown, @Query('outbox') outbox: unknown): Promise<{ count: number }> {
+      const { deadLetters } = this.outboxes.resolve(outbox);
       const selection = readSelection(body);
-      return { count: await this.deadLetters.purge('ids' in selection ? selection.ids : selection.filter) };
+      return { count: await deadLetters.purge('ids' in selection ? selection.ids : selection.filter) };
     }
   }
   Reflect.defineMetadata(PATH_METADATA, options.path, OutboxConsoleController);

@@ -27,8 +27,8 @@ export interface OutboxConsoleOptions {
    */
   allowUnguarded?: boolean;
   /**
-   * How often the chart's sampler reads `OutboxService.stats()`, in milliseconds (one query per sample, whatever
-   * the number of open pages). From 250 to 60 000.
+   * How often the chart's sampler reads each outbox's `OutboxService.stats()`, in milliseconds (one query per
+   * outbox and sample, whatever the number of open pages). From 250 to 60 000.
    * @default 5000
    */
   sampleInterval?: number;

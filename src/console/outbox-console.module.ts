@@ -1,12 +1,15 @@
 import { DynamicModule, Logger, Module } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
 import { OUTBOX_CONSOLE_OPTIONS } from './console.constants';
 import type { OutboxConsoleOptions } from './console.options';
 import { resolveConsoleOptions } from './console.options-validation';
 import { createConsoleController } from './console.controller';
 import { ConsoleSampler } from './console-sampler';
+import { ConsoleOutboxes } from './console-outboxes';
 
 /**
- * The outbox console: a page and its JSON API, mounted under `path` (default `outbox-console`), that shows the
+ * The outbox console: a page and its JSON API, mounted under `path` (default `outbox-console`), that shows every
+ * outbox of the app (one per DataSource; `?outbox=<name>` picks one, the default DataSource's without it): the
  * backlog, the relay's lag and throughput over the last minutes, the dead letters with filters, one message's
  * payload, headers and attempt history (credentials redacted), and requeues or purges dead messages.
  *
@@ -19,7 +22,7 @@ import { ConsoleSampler } from './console-sampler';
  * })
  * ```
  *
- * Needs `OutboxService` and `OutboxDeadLetters` visible to it: import `OutboxModule` with `isGlobal: true`.
+ * Finds the app's outboxes (each `OutboxModule` import) wherever they are imported; `isGlobal` is not needed.
  * Refused at startup (`OutboxConsoleUnguardedError`) without a `guard`, unless `allowUnguarded: true`. See
  * docs/console.md.
  */
@@ -35,8 +38,9 @@ export class OutboxConsoleModule {
     }
     return {
       module: OutboxConsoleModule,
+      imports: [DiscoveryModule],
       controllers: [createConsoleController(resolved)],
-      providers: [{ provide: OUTBOX_CONSOLE_OPTIONS, useValue: resolved }, ConsoleSampler],
+      providers: [{ provide: OUTBOX_CONSOLE_OPTIONS, useValue: resolved }, ConsoleOutboxes, ConsoleSampler],
     };
   }
 }

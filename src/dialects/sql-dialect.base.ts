@@ -163,15 +163,19 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
       await this.execute(tx, insert, params);
     }
     const seqs = failures.map((f) => checkedSeq(f.seq)).join(', ');
-    // One statement; the derived table `x` is materialized first, which MySQL/MariaDB need to delete from the
-    // table the subquery reads.
-    await this.execute(
+    // The attempts beyond the limit are read first (a plain read: only this claim writes these messages' attempts,
+    // their rows being locked above), then deleted by id. One `DELETE … WHERE id IN (subquery)` made MariaDB scan
+    // and lock the whole attempts table, so two publishers completing different messages at once deadlocked.
+    const { records: stale } = await this.execute(
       tx,
-      `DELETE FROM ${attemptsTable} WHERE ${q('id')} IN (SELECT ${q('id')} FROM (SELECT ${q('id')}, ` +
+      `SELECT ${q('id')} FROM (SELECT ${q('id')}, ` +
         `ROW_NUMBER() OVER (PARTITION BY ${q('message_seq')} ORDER BY ${q('id')} DESC) AS ${q('rn')} ` +
         `FROM ${attemptsTable} WHERE ${q('message_seq')} IN (${seqs})) ${q('x')} ` +
-        `WHERE ${q('rn')} > ${Math.floor(history.limit)})`,
+        `WHERE ${q('rn')} > ${Math.floor(history.limit)}`,
     );
+    if (stale.length === 0) return;
+    const staleIds = stale.map((r) => checkedSeq(String(r.id))).join(', ');
+    await this.execute(tx, `DELETE FROM ${attemptsTable} WHERE ${q('id')} IN (${staleIds})`);
   }
 
   /** Locks the rows a SELECT read until the transaction ends (empty where there is one writer). */

@@ -17,6 +17,8 @@ export interface OutboxIdempotencyEvent {
   consumer: string;
   /** `http` for a request, `rpc` for a message. */
   kind: 'http' | 'rpc';
+  /** The DataSource the key was recorded in (`'default'` for the default one; `@Idempotent({ dataSource })`). */
+  dataSource: string;
 }
 
 /** The `node:diagnostics_channel` channel of `@Idempotent()` outcomes (`OutboxIdempotencyEvent`). */
@@ -24,9 +26,15 @@ export const OUTBOX_IDEMPOTENCY_CHANNEL = 'nestjs-outbox:idempotency';
 
 const outcomes = channel(OUTBOX_IDEMPOTENCY_CHANNEL);
 
-/** Publishes an outcome, if anyone listens (nothing is built otherwise). */
-export function reportIdempotencyOutcome(outcome: IdempotencyOutcome, consumer: string, kind: 'http' | 'rpc'): void {
-  if (outcomes.hasSubscribers) outcomes.publish({ outcome, consumer, kind } satisfies OutboxIdempotencyEvent);
+/** Publishes an outcome of `handler` (its consumer name and DataSource), if anyone listens (nothing is built otherwise). */
+export function reportIdempotencyOutcome(
+  outcome: IdempotencyOutcome,
+  handler: { consumer: string; dataSource: string },
+  kind: 'http' | 'rpc',
+): void {
+  if (!outcomes.hasSubscribers) return;
+  const { consumer, dataSource } = handler;
+  outcomes.publish({ outcome, consumer, kind, dataSource } satisfies OutboxIdempotencyEvent);
 }
 
 /** The outcome an HTTP problem status stands for. */

@@ -1,5 +1,9 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
+import { DiscoveryService } from '@nestjs/core';
 import type { OutboxStats } from '../dialects/outbox-dialect';
+import { OutboxConfigurationError } from '../errors';
+import { isDefaultDataSource } from '../outbox.constants';
+import { findOutboxes } from '../outbox/outbox-directory';
 import { OutboxService } from '../outbox/outbox.service';
 import { describeError } from '../util/describe-error';
 
@@ -30,37 +34,90 @@ export interface OutboxHealthDetails extends OutboxStats {
 }
 
 /**
+ * The key an outbox is reported under when none is given: `outbox` for the default DataSource's, `outbox-<name>`
+ * for a named one's (so two outboxes never report under one key, which terminus would merge into one).
+ */
+export function outboxHealthKey(dataSourceName: string): string {
+  return isDefaultDataSource(dataSourceName) ? 'outbox' : `outbox-${dataSourceName}`;
+}
+
+/**
  * A `@nestjs/terminus` health indicator for the outbox: backlog, lag of the oldest pending message and dead
  * count (one indexed query, `OutboxService.stats()`), compared with `thresholds`. Provided and exported by
- * `OutboxModule`; it returns terminus's result shape and does not import `@nestjs/terminus` itself.
+ * `OutboxModule`, one per outbox; it returns terminus's result shape and does not import `@nestjs/terminus` itself.
  *
  * ```ts
  * @Get('health') @HealthCheck()
  * check() { return this.health.check([() => this.outboxHealth.isHealthy('outbox', { maxLagMs: 60_000 })]); }
+ * // every outbox of the app, each under its own key (`outbox`, `outbox-billing`, …):
+ * check() { return this.health.check([() => this.outboxHealth.isEveryOutboxHealthy({ maxLagMs: 60_000 })]); }
  * ```
  */
 @Injectable()
 export class OutboxHealthIndicator {
+  /** Finds the app's other outboxes for `isEveryOutboxHealthy()` (DiscoveryModule is imported by OutboxModule). */
+  @Optional()
+  @Inject(DiscoveryService)
+  private readonly discovery?: DiscoveryService;
+
   constructor(protected readonly outbox: OutboxService) {}
 
-  async isHealthy<const Key extends string = 'outbox'>(
-    key: Key = 'outbox' as Key,
+  /**
+   * This outbox's health under `key`: by default `outbox` for the default DataSource's outbox and `outbox-<name>`
+   * for a named one's.
+   */
+  async isHealthy<const Key extends string = string>(
+    key?: Key,
     thresholds: OutboxHealthThresholds = {},
   ): Promise<Record<Key, OutboxHealthDetails>> {
+    const name = key ?? (outboxHealthKey(this.outbox.dataSourceName) as Key);
+    return { [name]: await this.report(this.outbox, thresholds) } as Record<Key, OutboxHealthDetails>;
+  }
+
+  /**
+   * The health of every outbox of the app (one per `OutboxModule` import), each under its own key: `outbox` for the
+   * default DataSource's, `outbox-<name>` for a named one's. The overall result is down when one of them is.
+   * `thresholds` apply to each; `perOutbox` overrides them for the outbox of a DataSource name. The stats queries run
+   * together.
+   */
+  async isEveryOutboxHealthy(
+    thresholds: OutboxHealthThresholds = {},
+    perOutbox: Readonly<Record<string, OutboxHealthThresholds>> = {},
+  ): Promise<Record<string, OutboxHealthDetails>> {
+    const outboxes = this.discovery
+      ? findOutboxes(this.discovery)
+      : new Map([[this.outbox.dataSourceName, this.outbox]]);
+    const unknown = Object.keys(perOutbox).filter((name) => !outboxes.has(name));
+    if (unknown.length > 0) {
+      throw new OutboxConfigurationError(
+        `isEveryOutboxHealthy() was given thresholds for ${unknown.map((n) => `'${n}'`).join(', ')}, which this app ` +
+          `has no outbox of. Its outboxes: ${[...outboxes.keys()].join(', ')} (DataSource names; 'default' for the ` +
+          'default DataSource).',
+      );
+    }
+    const reports = await Promise.all(
+      [...outboxes].map(async ([name, outbox]) => {
+        const details = await this.report(outbox, { ...thresholds, ...perOutbox[name] });
+        return [outboxHealthKey(name), details] as const;
+      }),
+    );
+    return Object.fromEntries(reports);
+  }
+
+  /** One outbox's stats against the limits. */
+  private async report(outbox: OutboxService, thresholds: OutboxHealthThresholds): Promise<OutboxHealthDetails> {
     const limits = { ...DEFAULT_OUTBOX_HEALTH_THRESHOLDS, ...thresholds };
     let stats: OutboxStats;
     try {
-      stats = await this.outbox.stats();
+      stats = await outbox.stats();
     } catch (error) {
       const empty: OutboxStats = { pending: 0, due: 0, inFlight: 0, dead: 0, oldestPendingAgeMs: 0 };
-      return {
-        [key]: { status: 'down', ...empty, problems: [`stats query failed: ${describeError(error)}`] },
-      } as Record<Key, OutboxHealthDetails>;
+      return { status: 'down', ...empty, problems: [`stats query failed: ${describeError(error)}`] };
     }
     const problems = this.problems(stats, limits);
     const details: OutboxHealthDetails = { status: problems.length > 0 ? 'down' : 'up', ...stats };
     if (problems.length > 0) details.problems = problems;
-    return { [key]: details } as Record<Key, OutboxHealthDetails>;
+    return details;
   }
 
   /** The exceeded limits, in words. Override to add checks of your own. */

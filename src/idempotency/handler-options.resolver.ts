@@ -14,10 +14,14 @@ export class HandlerOptionsResolver {
   /** Per handler function. */
   private readonly resolved = new WeakMap<object, ResolvedIdempotentOptions>();
 
-  /** `defaults` is read when a handler is first resolved (the module's `idempotency` options). */
+  /**
+   * `defaults` is read when a handler is first resolved (the module's `idempotency` options); `dataSource` names
+   * the DataSource the records go to.
+   */
   constructor(
     private readonly reflector: Reflector,
     private readonly defaults: () => ResolvedIdempotencyDefaults,
+    private readonly dataSource: () => string = () => 'default',
   ) {}
 
   /** The resolved options of the context's handler (cached per handler). */
@@ -50,6 +54,7 @@ export class HandlerOptionsResolver {
       fingerprint,
       headerKey: base.header.toLowerCase(),
       consumer: `${controller.name}.${handler.name}`,
+      dataSource: this.dataSource(),
     };
   }
 }

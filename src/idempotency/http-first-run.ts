@@ -54,7 +54,7 @@ export async function runFirstRequest(
       return of(value);
     }
     if (await attempt.commit({ fingerprint: call.fingerprint, ttl: call.options.ttl, ...stored })) {
-      reportIdempotencyOutcome('executed', call.options.consumer, 'http');
+      reportIdempotencyOutcome('executed', call.options, 'http');
       return of(value);
     }
     return await steps.lostRace();

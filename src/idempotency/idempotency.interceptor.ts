@@ -48,7 +48,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
     protected readonly reflector: Reflector,
     protected readonly idempotency: IdempotencyService,
   ) {
-    this.handlerOptions = new HandlerOptionsResolver(reflector, () => this.idempotency.defaults);
+    this.handlerOptions = new HandlerOptionsResolver(
+      reflector,
+      () => this.idempotency.defaults,
+      () => this.idempotency.dataSourceName,
+    );
   }
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> | Promise<Observable<unknown>> {
@@ -153,7 +157,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /** Sends the stored response again, marked `Idempotent-Replayed: true`. The handler does not run. */
   protected replay(context: ExecutionContext, record: StoredIdempotencyRecord): Observable<unknown> {
-    reportIdempotencyOutcome('replayed', this.optionsOf(context).consumer, 'http');
+    reportIdempotencyOutcome('replayed', this.optionsOf(context), 'http');
     return of(replayResponse(context, record));
   }
 
@@ -195,7 +199,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /** The exception to throw for a refused request (answered as problem+json by `IdempotencyProblemFilter`). */
   protected reject(context: ExecutionContext, problem: IdempotencyProblemException): IdempotencyProblemException {
-    reportIdempotencyOutcome(outcomeOfStatus(problem.problem.status), this.optionsOf(context).consumer, 'http');
+    reportIdempotencyOutcome(outcomeOfStatus(problem.problem.status), this.optionsOf(context), 'http');
     return problem;
   }
 
@@ -262,7 +266,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     call: IdempotentCall,
   ): Observable<unknown> {
     settlement.logDuplicate(this.logger, record, call);
-    reportIdempotencyOutcome('duplicate_skipped', call.options.consumer, 'rpc');
+    reportIdempotencyOutcome('duplicate_skipped', call.options, 'rpc');
     this.settle(context, call.options, 'ack');
     return of(parseBody(record.body));
   }
@@ -273,7 +277,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * (`@MessagePattern`, so the caller can retry) or skipped with a warning.
    */
   protected deferInFlight(context: ExecutionContext, call: IdempotentCall): Observable<unknown> {
-    reportIdempotencyOutcome('in_flight', call.options.consumer, 'rpc');
+    reportIdempotencyOutcome('in_flight', call.options, 'rpc');
     if (this.isMessagePattern(context)) throw settlement.inFlightError(call.key);
     settlement.logInFlight(this.logger, call, this.settle(context, call.options, 'requeue'));
     return of(undefined);

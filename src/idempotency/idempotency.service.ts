@@ -41,6 +41,11 @@ export class IdempotencyService implements OnModuleInit {
     this.defaults = options.idempotency ?? DEFAULT_IDEMPOTENCY_OPTIONS;
   }
 
+  /** The name of the DataSource its records are written to (`'default'` for the default one). */
+  get dataSourceName(): string {
+    return this.database.name;
+  }
+
   async onModuleInit(): Promise<void> {
     await loadClassTransformer();
     if (!this.database.dataSource.hasMetadata(IdempotencyRecord)) return;

@@ -7,6 +7,8 @@ export type ResolvedIdempotentOptions = ResolvedIdempotencyDefaults &
     headerKey: string;
     /** 'Controller.method', the default scope of message handlers. */
     consumer: string;
+    /** The DataSource the key is recorded in (`'default'` for the default one). */
+    dataSource: string;
   };
 
 /** The response that is stored and replayed. */

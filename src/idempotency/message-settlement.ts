@@ -100,7 +100,7 @@ export async function runFirstDelivery(
   }
   const { fingerprint, options } = call;
   if (await attempt.commit({ fingerprint, ttl: options.ttl, status: null, body, headers: null })) {
-    reportIdempotencyOutcome('executed', options.consumer, 'rpc');
+    reportIdempotencyOutcome('executed', options, 'rpc');
     steps.settle('ack');
     return of(value);
   }

@@ -8,7 +8,8 @@ const subscriptions = new Map<Meter, { users: number; stop: () => void }>();
 
 /**
  * Counts `@Idempotent()` outcomes (`outbox.idempotency.requests`, by `outbox.idempotency.outcome`,
- * `outbox.idempotency.consumer` and `outbox.idempotency.kind`) from the `nestjs-outbox:idempotency` diagnostics
+ * `outbox.idempotency.consumer`, `outbox.idempotency.kind` and `outbox.data_source`, the DataSource the key was
+ * recorded in) from the `nestjs-outbox:idempotency` diagnostics
  * channel. The interceptors of every module publish on that one channel, so each meter subscribes once however many
  * modules share it. Returns the release of this user's share.
  */
@@ -20,11 +21,12 @@ export function countIdempotencyOutcomes(meter: Meter): () => void {
       description: 'Requests and messages handled by @Idempotent(), by outcome',
     });
     const listener = (message: unknown) => {
-      const { outcome, consumer, kind } = message as OutboxIdempotencyEvent;
+      const { outcome, consumer, kind, dataSource } = message as OutboxIdempotencyEvent;
       requests.add(1, {
         'outbox.idempotency.outcome': outcome,
         'outbox.idempotency.consumer': consumer,
         'outbox.idempotency.kind': kind,
+        'outbox.data_source': dataSource,
       });
     };
     subscribe(OUTBOX_IDEMPOTENCY_CHANNEL, listener);

@@ -34,8 +34,9 @@ interface RelayInstruments {
  * The relay's OpenTelemetry metrics (meter `nestjs-outbox`; see `OUTBOX_METRICS`): counters and histograms fed by the
  * publisher's events (`published`, `retry`, `dead`, `requeued`, `leaseLost`), and the backlog as observable gauges
  * read together, at each collection, with one indexed query (`stats()`). Does nothing when `metrics` is off or
- * `@opentelemetry/api` is not installed. One per `OutboxModule` import: gauges carry `outbox.data_source`. Also
- * counts `@Idempotent()` outcomes (`countIdempotencyOutcomes()`).
+ * `@opentelemetry/api` is not installed. One per `OutboxModule` import: every point it records carries
+ * `outbox.data_source` (the DataSource's name, `default` for the default one), so the series of two outboxes
+ * sharing a meter never add up. Also counts `@Idempotent()` outcomes (`countIdempotencyOutcomes()`).
  */
 @Injectable()
 export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
@@ -106,27 +107,32 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
 
   /** Subscribes the counters and histograms to the publisher's events; returns the unsubscribe. */
   private listen(i: RelayInstruments): () => void {
+    const outbox = this.outboxAttributes();
     const published = ({ messages }: OutboxPublishedEvent) => {
       for (const m of messages) {
         const attributes = this.messageAttributes(m.pattern);
         i.sent.add(1, attributes);
         if (m.publishDurationMs !== undefined) i.duration.record(m.publishDurationMs / 1000, attributes);
-        if (m.delayMs !== undefined) i.delay.record(m.delayMs / 1000, { 'messaging.destination.name': m.pattern });
+        if (m.delayMs !== undefined) {
+          i.delay.record(m.delayMs / 1000, { ...outbox, 'messaging.destination.name': m.pattern });
+        }
       }
     };
     const failed = (e: OutboxRetryEvent | OutboxDeadEvent) => {
       const attributes = { ...this.messageAttributes(e.pattern), 'error.type': e.errorType ?? '_OTHER' };
       i.sent.add(1, attributes);
       if (e.publishDurationMs !== undefined) i.duration.record(e.publishDurationMs / 1000, attributes);
-      return { 'messaging.destination.name': e.pattern, 'error.type': attributes['error.type'] };
+      return { ...outbox, 'messaging.destination.name': e.pattern, 'error.type': attributes['error.type'] };
     };
     const retry = (e: OutboxRetryEvent) =>
       i.retried.add(1, { ...failed(e), 'outbox.transport_unreachable': e.transportUnreachable });
     const dead = (e: OutboxDeadEvent) => i.deadLettered.add(1, failed(e));
     const requeued = ({ patterns }: OutboxRequeuedEvent) => {
-      for (const { pattern, count } of patterns) i.requeued.add(count, { 'messaging.destination.name': pattern });
+      for (const { pattern, count } of patterns) {
+        i.requeued.add(count, { ...outbox, 'messaging.destination.name': pattern });
+      }
     };
-    const leaseLost = ({ lost }: OutboxLeaseLostEvent) => i.leaseLost.add(lost);
+    const leaseLost = ({ lost }: OutboxLeaseLostEvent) => i.leaseLost.add(lost, outbox);
     const p = this.publisher;
     p.on('published', published).on('retry', retry).on('dead', dead);
     p.on('requeued', requeued).on('leaseLost', leaseLost);
@@ -136,9 +142,15 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
     };
   }
 
+  /** What tells this outbox's points from another's: its DataSource's name. */
+  private outboxAttributes(): Attributes {
+    return { 'outbox.data_source': this.database.name };
+  }
+
   private messageAttributes(pattern: string): Attributes {
     const transport = this.publisher.transportName;
     return {
+      ...this.outboxAttributes(),
       'messaging.operation.name': 'send',
       'messaging.operation.type': 'send',
       'messaging.destination.name': pattern,
@@ -154,7 +166,7 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
     const { dataSource, dialect, table } = this.database;
     try {
       const stats = await runOnConnection(dataSource, (m) => dialect.stats(m, table));
-      const attributes = { 'outbox.data_source': this.database.name };
+      const attributes = this.outboxAttributes();
       result.observe(backlog.pending, stats.pending, attributes);
       result.observe(backlog.due, stats.due, attributes);
       result.observe(backlog.inFlight, stats.inFlight, attributes);

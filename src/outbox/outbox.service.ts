@@ -60,6 +60,14 @@ export class OutboxService {
   ) {}
 
   /**
+   * The name of the outbox's TypeORM DataSource: `'default'` for the default one, else the name given to
+   * `OutboxModule.forRoot({ dataSource })`. Metrics (`outbox.data_source`), the console and the health keys use it.
+   */
+  get dataSourceName(): string {
+    return this.database.name;
+  }
+
+  /**
    * Runs `work` in a transaction of the outbox's DataSource, ambient for everything it awaits: `emit()`,
    * `manager` and nested `transaction()` calls join it. Commits when `work` resolves, rolls back when it throws.
    * After a commit that wrote outbox rows, the local publisher is woken at once.

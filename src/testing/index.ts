@@ -7,12 +7,20 @@
  * const moduleRef = await deliverEveryMessageTwice(Test.createTestingModule({ imports: [AppModule] })).compile();
  * // … act, then publish what the act wrote, now:
  * await flushOutbox(app);
+ * await flushOutbox(app, { outbox: 'billing' }); // the outbox of the DataSource 'billing', in an app with several
+ * await flushEveryOutbox(app); // or all of them
  * ```
  */
-import type { INestApplicationContext } from '@nestjs/common';
+import type { INestApplicationContext, Type } from '@nestjs/common';
+import { DiscoveryService } from '@nestjs/core';
 import type { TestingModuleBuilder } from '@nestjs/testing';
+import { OutboxConfigurationError } from '../errors';
+import { getOutboxToken, isDefaultDataSource } from '../outbox.constants';
+import { findOutboxes } from '../outbox/outbox-directory';
+import { OUTBOX_PROVIDERS } from '../outbox/outbox-providers';
 import { OutboxService } from '../outbox/outbox.service';
 import { OutboxPublisher } from '../publisher/outbox-publisher';
+import { namedOutboxTokens, withInjectedTokens } from '../util/named-providers';
 import { TwiceDeliveringOutboxPublisher } from './twice-delivering.publisher';
 
 export { TwiceDeliveringOutboxPublisher } from './twice-delivering.publisher';
@@ -21,6 +29,22 @@ export { TwiceDeliveringOutboxPublisher } from './twice-delivering.publisher';
 export interface FlushOutboxOptions {
   /** Most milliseconds to wait for batches the publisher's own loop has in flight. @default 10000 */
   timeout?: number;
+  /**
+   * Which outbox to flush, by its DataSource's name (`OutboxModule.forRoot({ dataSource })`), in an app with
+   * several (`flushEveryOutbox()` flushes them all).
+   * @default 'default' (the default DataSource's outbox)
+   */
+  outbox?: string;
+}
+
+/** Options of `deliverEveryMessageTwice()`. */
+export interface DeliverEveryMessageTwiceOptions {
+  /**
+   * Which outbox delivers twice, by its DataSource's name, in an app with several (call it once per outbox to
+   * double several).
+   * @default 'default' (the default DataSource's outbox)
+   */
+  outbox?: string;
 }
 
 /**
@@ -28,19 +52,38 @@ export interface FlushOutboxOptions {
  * on what consumers received without waiting for the publisher's poll. When the app's publisher is enabled its own
  * loop may already hold some rows in flight: `flushOutbox()` also waits until no claimed row is left (up to
  * `timeout`), so every message due when it was called has been handed to the broker when it resolves. For exact
- * counts, set `publisher: { enabled: false }` in tests: then only `flushOutbox()` publishes.
+ * counts, set `publisher: { enabled: false }` in tests: then only `flushOutbox()` publishes. With several outboxes,
+ * `outbox` names the one to flush; an unknown name throws `OutboxConfigurationError` naming those there are.
  */
-export async function flushOutbox(app: INestApplicationContext, options: FlushOutboxOptions = {}): Promise<number> {
-  const publisher = app.get(OutboxPublisher, { strict: false });
-  const outbox = app.get(OutboxService, { strict: false });
-  const deadline = Date.now() + (options.timeout ?? 10_000);
+export function flushOutbox(app: INestApplicationContext, options: FlushOutboxOptions = {}): Promise<number> {
+  return flushOne(app, options.outbox ?? 'default', options.timeout ?? 10_000);
+}
+
+/**
+ * `flushOutbox()` of every outbox of the app (one per `OutboxModule` import), one after the other, the default
+ * DataSource's first; resolves with the number published in all.
+ */
+export async function flushEveryOutbox(
+  app: INestApplicationContext,
+  options: Omit<FlushOutboxOptions, 'outbox'> = {},
+): Promise<number> {
+  let total = 0;
+  for (const name of outboxesOf(app).keys()) total += await flushOne(app, name, options.timeout ?? 10_000);
+  return total;
+}
+
+async function flushOne(app: INestApplicationContext, name: string, timeout: number): Promise<number> {
+  const publisher = outboxProvider(app, OutboxPublisher, name);
+  const outbox = outboxProvider(app, OutboxService, name);
+  const deadline = Date.now() + timeout;
   let total = await publisher.flush();
   for (;;) {
     const { inFlight, due } = await outbox.stats();
     if (inFlight === 0 && due === 0) return total;
     if (Date.now() > deadline) {
+      const which = isDefaultDataSource(name) ? '' : ` of the outbox '${name}'`;
       throw new Error(
-        `flushOutbox(): ${inFlight} message(s) still in flight and ${due} due after ${options.timeout ?? 10_000} ms.`,
+        `flushOutbox(): ${inFlight} message(s)${which} still in flight and ${due} due after ${timeout} ms.`,
       );
     }
     if (inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 10));
@@ -48,13 +91,50 @@ export async function flushOutbox(app: INestApplicationContext, options: FlushOu
   }
 }
 
+/** The outboxes of the app by DataSource name (empty when DiscoveryService cannot be had). */
+function outboxesOf(app: INestApplicationContext): Map<string, OutboxService> {
+  try {
+    return findOutboxes(app.get(DiscoveryService, { strict: false }));
+  } catch {
+    return new Map();
+  }
+}
+
+/** A provider of the outbox of DataSource `name`; an unknown name fails naming the outboxes the app has. */
+function outboxProvider<T>(app: INestApplicationContext, type: Type<T>, name: string): T {
+  try {
+    return app.get<T>(getOutboxToken(type, name), { strict: false });
+  } catch {
+    const names = [...outboxesOf(app).keys()];
+    throw new OutboxConfigurationError(
+      `This app has no outbox of the DataSource '${name}'` +
+        (names.length > 0 ? `; its outboxes: ${names.join(', ')}.` : ': import OutboxModule.forRoot() in it.') +
+        ' Pass one of those names as `outbox` (the DataSource name given to OutboxModule.forRoot()).',
+    );
+  }
+}
+
 /**
  * Makes the app's outbox publish every message twice (same message id), so the app's tests prove that its
  * consumers are idempotent: whatever they do must show the effect of one delivery. Pass the builder returned by
- * `Test.createTestingModule()`; it replaces `OutboxPublisher` with `TwiceDeliveringOutboxPublisher`.
+ * `Test.createTestingModule()`; it replaces that outbox's `OutboxPublisher` with `TwiceDeliveringOutboxPublisher`.
+ * `outbox` names the outbox of a named DataSource; call it once per outbox to double several.
  */
-export function deliverEveryMessageTwice(builder: TestingModuleBuilder): TestingModuleBuilder {
-  return builder.overrideProvider(OutboxPublisher).useClass(TwiceDeliveringOutboxPublisher);
+export function deliverEveryMessageTwice(
+  builder: TestingModuleBuilder,
+  options: DeliverEveryMessageTwiceOptions = {},
+): TestingModuleBuilder {
+  const name = options.outbox ?? 'default';
+  if (isDefaultDataSource(name)) {
+    return builder.overrideProvider(OutboxPublisher).useClass(TwiceDeliveringOutboxPublisher);
+  }
+  // A named outbox's publisher takes that outbox's own providers (its database, handlers, idempotency service).
+  const twice = withInjectedTokens(
+    TwiceDeliveringOutboxPublisher,
+    namedOutboxTokens(OUTBOX_PROVIDERS, name),
+    `TwiceDeliveringOutboxPublisher(${name})`,
+  );
+  return builder.overrideProvider(getOutboxToken(OutboxPublisher, name)).useClass(twice);
 }
 
 export {

@@ -9,10 +9,16 @@ import { getOutboxToken } from '../outbox.constants';
  * outbox's tokens; every other parameter (`@Inject(token)`, `@Optional()`, `ModuleRef`, …) is left as declared.
  */
 export function namedOutboxProviders(classes: readonly Type<unknown>[], dataSource: string): Provider[] {
-  const tokens = new Map<unknown, string | Type<unknown>>(
-    classes.map((type) => [type, getOutboxToken(type, dataSource)]),
-  );
+  const tokens = namedOutboxTokens(classes, dataSource);
   return classes.map((type) => ({ provide: tokens.get(type)!, useClass: withInjectedTokens(type, tokens) }));
+}
+
+/** Each of the outbox's `classes` mapped to its token in the outbox of the DataSource `dataSource`. */
+export function namedOutboxTokens(
+  classes: readonly Type<unknown>[],
+  dataSource: string,
+): Map<unknown, string | Type<unknown>> {
+  return new Map<unknown, string | Type<unknown>>(classes.map((type) => [type, getOutboxToken(type, dataSource)]));
 }
 
 /**

@@ -1,7 +1,24 @@
-import { CanActivate, ExecutionContext, INestApplication, Injectable, UnauthorizedException } from '@nestjs/common';
+import {
+  CanActivate,
+  ExecutionContext,
+  INestApplication,
+  Injectable,
+  Module,
+  UnauthorizedException,
+} from '@nestjs/common';
+import { ClientsModule } from '@nestjs/microservices';
 import { RmqRecordSerializer } from '@nestjs/microservices/serializers/rmq-record.serializer';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
-import { OutboxConsoleModule, OutboxConsoleOptions, OutboxNonRetryableError, OutboxModuleOptions } from '../../src';
+import { ScheduleModule } from '@nestjs/schedule';
+import { Test } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import {
+  OutboxConsoleModule,
+  OutboxConsoleOptions,
+  OutboxModule,
+  OutboxModuleOptions,
+  OutboxNonRetryableError,
+} from '../../src';
 import { outboxTestingModuleBuilder } from '../fixtures/outbox-app';
 import type { TestDatabase } from './databases';
 import { rmqClientOptions } from './consumers';
@@ -65,6 +82,54 @@ export async function startConsoleApp(options: ConsoleAppOptions): Promise<INest
     await app.init();
     if (options.platform === 'fastify')
       await (app.getHttpAdapter().getInstance() as { ready(): Promise<unknown> }).ready();
+  } catch (error) {
+    await app.close().catch(() => undefined);
+    throw error;
+  }
+  return app;
+}
+
+export interface TwoOutboxConsoleAppOptions {
+  /** The default DataSource's database (the 'orders' outbox of the tests). */
+  ordersDb: TestDatabase;
+  /** The database of the DataSource named 'billing'. */
+  billingDb: TestDatabase;
+  queues: { orders: string; billing: string };
+  serializers: { orders: FailingSerializer; billing: FailingSerializer };
+  console?: OutboxConsoleOptions;
+}
+
+/**
+ * An app with two outboxes — the default DataSource's and one of the DataSource 'billing' — each publishing to its
+ * own RabbitMQ queue through its own failing serializer, neither imported globally, and one console (TokenGuard).
+ */
+export async function startTwoOutboxConsoleApp(options: TwoOutboxConsoleAppOptions): Promise<INestApplication> {
+  const relay = { publisher: { pollingInterval: 50 } };
+  const { queues, serializers } = options;
+  @Module({
+    imports: [
+      TypeOrmModule.forRoot({ ...options.ordersDb.options, autoLoadEntities: true, synchronize: true } as never),
+      TypeOrmModule.forRoot({
+        ...options.billingDb.options,
+        name: 'billing',
+        autoLoadEntities: true,
+        synchronize: true,
+      } as never),
+      ClientsModule.register([
+        { name: 'ORDERS_BROKER', ...rmqClientOptions(queues.orders, undefined, { serializer: serializers.orders }) },
+        { name: 'BILLING_BROKER', ...rmqClientOptions(queues.billing, undefined, { serializer: serializers.billing }) },
+      ] as never),
+      ScheduleModule.forRoot(),
+      OutboxModule.forRoot({ client: 'ORDERS_BROKER', ...relay }),
+      OutboxModule.forRoot({ dataSource: 'billing', client: 'BILLING_BROKER', ...relay }),
+      OutboxConsoleModule.forRoot(options.console ?? { guard: TokenGuard, sampleInterval: 250 }),
+    ],
+  })
+  class TwoOutboxConsoleAppModule {}
+  const moduleRef = await Test.createTestingModule({ imports: [TwoOutboxConsoleAppModule] }).compile();
+  const app = moduleRef.createNestApplication({ logger: false });
+  try {
+    await app.init();
   } catch (error) {
     await app.close().catch(() => undefined);
     throw error;

@@ -20,8 +20,9 @@ export function renderConsolePage(base: string): string {
 <link rel="stylesheet" href="${b}/app.css">
 </head>
 <body data-base="${b}">
-<header><h1>Outbox console</h1><span id="updated">loading…</span></header>
+<header><h1>Outbox console<span id="outbox-name"></span></h1><span id="updated">loading…</span></header>
 <main>
+<nav id="outboxes" aria-label="Outboxes" hidden></nav>
 <div id="error" role="alert" hidden></div>
 <div class="cards">
   <div class="card"><div class="label">Pending</div><div class="value" id="pending">–</div></div>

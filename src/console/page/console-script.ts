@@ -1,13 +1,15 @@
 /**
- * The console page's script (vanilla JS, no build step), served as `<path>/app.js`: polls the summary and the
- * series, draws the chart as inline SVG, lists dead letters with filters and a cursor, shows one message, and
+ * The console page's script (vanilla JS, no build step), served as `<path>/app.js`: lists the app's outboxes
+ * (when there are several: one button each with its backlog, the selected one kept in the page's `?outbox=`),
+ * polls the selected outbox's summary and series, draws the chart as inline SVG, lists dead letters with filters and a cursor, shows one message, and
  * requeues or purges after a confirmation. Every text from the server is set with `textContent`, never as HTML.
  */
 export const CONSOLE_APP_JS = String.raw`'use strict';
 (function () {
   var base = document.body.getAttribute('data-base') || '';
   var api = base + '/api/';
-  var state = { filter: {}, cursor: null, lastDead: null, selected: null };
+  var state = { filter: {}, cursor: null, lastDead: null, selected: null, outbox: null, generation: 0 };
+  state.outbox = new URLSearchParams(window.location.search).get('outbox') || null;
 
   function $(id) { return document.getElementById(id); }
   function el(tag, attrs, children) {
@@ -48,7 +50,12 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
       init.headers['X-Outbox-Console'] = '1';
       init.body = JSON.stringify(body);
     }
-    return fetch(api + path, init).then(function (res) {
+    var url = api + path;
+    if (state.outbox) url += (path.indexOf('?') < 0 ? '?' : '&') + 'outbox=' + encodeURIComponent(state.outbox);
+    var generation = state.generation;
+    return fetch(url, init).then(function (res) {
+      // An answer about the outbox shown before the operator picked another one is dropped.
+      if (generation !== state.generation) throw STALE;
       return res.text().then(function (raw) {
         var data = null;
         try { data = raw ? JSON.parse(raw) : null; } catch (e) { data = null; }
@@ -57,10 +64,51 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
       });
     });
   }
+  var STALE = new Error('an answer about the outbox shown before');
   function showError(error) {
+    if (error === STALE) return;
     var box = $('error');
     box.textContent = error ? String(error.message || error) : '';
     box.hidden = !error;
+  }
+
+  // ── the app's outboxes ─────────────────────────────────────────────────────────────────────────────────────
+  function refreshOutboxes() {
+    return call('GET', 'outboxes').then(function (list) {
+      var nav = $('outboxes');
+      var outboxes = list.outboxes;
+      var current = state.outbox;
+      if (!current) outboxes.forEach(function (o) { if (o.default) current = o.name; });
+      nav.hidden = outboxes.length < 2;
+      $('outbox-name').textContent = outboxes.length < 2 ? '' : ' · ' + current;
+      while (nav.firstChild) nav.removeChild(nav.firstChild);
+      outboxes.forEach(function (o) {
+        var facts = o.stats
+          ? o.stats.pending + ' pending · ' + o.stats.dead + ' dead · lag ' + age(o.stats.oldestPendingAgeMs)
+          : 'stats unavailable';
+        var button = el('button', {
+          type: 'button', class: 'outbox', 'data-outbox': o.name, 'aria-pressed': String(o.name === current),
+        }, [text('span', o.name, { class: 'name' }), text('span', facts, { class: 'facts' })]);
+        button.classList.toggle('alert', !o.stats || o.stats.dead > 0);
+        button.addEventListener('click', function () { selectOutbox(o.name); });
+        nav.append(button);
+      });
+    });
+  }
+  function selectOutbox(name) {
+    if (name === state.outbox) return;
+    state.outbox = name;
+    state.generation++;
+    window.history.replaceState(null, '', window.location.pathname + '?outbox=' + encodeURIComponent(name));
+    state.filter = {};
+    state.cursor = null;
+    state.lastDead = null;
+    state.selected = null;
+    $('filters').reset();
+    $('detail').hidden = true;
+    $('notice').textContent = '';
+    // Resetting the form reloads the dead letters (its 'reset' listener).
+    return Promise.all([refreshOutboxes(), refreshSummary(), refreshChart()]).catch(showError);
   }
 
   // ── summary and chart ──────────────────────────────────────────────────────────────────────────────────────
@@ -267,7 +315,7 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
   $('d-close').addEventListener('click', function () { $('detail').hidden = true; state.selected = null; });
 
   function tick() {
-    Promise.all([refreshSummary(), refreshChart()]).catch(showError).then(function () { setTimeout(tick, 2000); });
+    Promise.all([refreshOutboxes(), refreshSummary(), refreshChart()]).catch(showError).then(function () { setTimeout(tick, 2000); });
   }
   loadDead(true);
   tick();

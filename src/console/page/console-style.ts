@@ -8,6 +8,13 @@ header { display: flex; align-items: baseline; gap: 12px; padding: 14px 24px; ba
 header h1 { margin: 0; font-size: 18px; font-weight: 600; }
 header span { color: #aab3c2; font-size: 12px; }
 main { padding: 18px 24px; max-width: 1200px; }
+#outboxes { display: flex; flex-wrap: wrap; gap: 8px; margin-bottom: 16px; }
+#outboxes button.outbox { display: flex; flex-direction: column; align-items: flex-start; gap: 2px; min-width: 150px;
+  background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 8px 12px; text-align: left; }
+#outboxes button.outbox .name { font-weight: 600; font-size: 14px; }
+#outboxes button.outbox .facts { color: var(--muted); font-size: 12px; font-variant-numeric: tabular-nums; }
+#outboxes button.outbox[aria-pressed="true"] { border-color: var(--accent); box-shadow: inset 0 0 0 1px var(--accent); }
+#outboxes button.outbox.alert .facts { color: var(--bad); }
 section {
   background: var(--card);
   border: 1px solid var(--line);

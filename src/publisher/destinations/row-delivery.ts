@@ -8,6 +8,7 @@ import {
   OutboxRouteError,
 } from '../../errors';
 import { HANDLER_CONCURRENCY, HandlerSlots } from '../../handlers/handler-slots';
+import { IN_FLIGHT_GRACE_LEASES, InFlightGiveBacks } from '../../handlers/in-flight-give-backs';
 import type { OutboxHandlerRegistry } from '../../handlers/outbox-handler-registry';
 import { runOutboxHandler } from '../../handlers/run-outbox-handler';
 import type { IdempotencyService } from '../../idempotency/idempotency.service';
@@ -42,6 +43,8 @@ export class RowDelivery {
   /** The broker each row of a batch in flight was published to (by `seq`), for the per-broker backoff streaks. */
   private readonly rowBrokers = new Map<string, BrokerDestination>();
   private readonly handlerSlots = new HandlerSlots(HANDLER_CONCURRENCY);
+  /** Bounds the attempts given back while a handler's record is held elsewhere (a run that never returns). */
+  private readonly inFlight: InFlightGiveBacks;
   /**
    * Consecutive batches that failed because the broker was unreachable, for rows whose broker is unknown: the
    * backoff of such failures grows with it (their attempts are given back, so they cannot). Reset by a batch the
@@ -56,6 +59,7 @@ export class RowDelivery {
     private readonly idempotency?: IdempotencyService,
   ) {
     this.brokers = new BrokerDestinations(moduleRef, options);
+    this.inFlight = new InFlightGiveBacks(IN_FLIGHT_GRACE_LEASES * options.publisher.leaseDuration);
   }
 
   /**
@@ -136,6 +140,7 @@ export class RowDelivery {
 
   /** What a failed delivery means for its row (see `OutboxPublisher.toFailure()`). */
   failureOf(row: ClaimedOutboxRow, error: unknown): OutboxFailure {
+    error = this.inFlight.judge(row.messageId, error); // held past the grace: counted, as a handler failure
     if (error instanceof OutboxHandlerInFlightError) {
       // Not the message's failure: the attempt is given back (as for an unreachable broker) and retried later.
       const { seq, attempts } = row;
