@@ -140,7 +140,9 @@ export class RowDelivery {
 
   /** What a failed delivery means for its row (see `OutboxPublisher.toFailure()`). */
   failureOf(row: ClaimedOutboxRow, error: unknown): OutboxFailure {
-    error = this.inFlight.judge(row.messageId, error); // held past the grace: counted, as a handler failure
+    // Held past the grace: counted, as a handler failure. Tracked per row (message and destination): each handler's
+    // row of a message has its own episode.
+    error = this.inFlight.judge(`${row.messageId}\u0000${row.destination}`, error);
     if (error instanceof OutboxHandlerInFlightError) {
       // Not the message's failure: the attempt is given back (as for an unreachable broker) and retried later.
       const { seq, attempts } = row;
