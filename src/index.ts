@@ -42,6 +42,7 @@ export { CreateIdempotencyKeys1764460800000 } from './schema/migrations/17644608
 export { OutboxAttempt, OUTBOX_ATTEMPTS_TABLE } from './schema/outbox-attempt.entity';
 export { AddOutboxAttempts1765152000000 } from './schema/migrations/1765152000000-outbox-attempts';
 export { CreateIdempotencySteps1765411200000 } from './schema/migrations/1765411200000-idempotency-steps';
+export { AddOutboxDestinations1765497600000 } from './schema/migrations/1765497600000-outbox-destinations';
 /** One outbox's own table names (`tables` of `forRoot()`): its entities and migrations under those names. */
 export { outboxEntities } from './schema/outbox-entities';
 export { outboxMigrations } from './schema/migrations';
@@ -110,6 +111,7 @@ export type {
   DeadLetterPage,
   DeadLetterSummary,
   OutboxMessageDetail,
+  OutboxDestinationState,
   OutboxAttemptRecord,
 } from './outbox/dead-letter.model';
 /** A `@nestjs/terminus` indicator of the backlog and the relay's lag. */
@@ -158,6 +160,6 @@ export type { OutboxIdempotencyEvent, IdempotencyOutcome } from './events/idempo
 // idempotency service) stay unexported on purpose: the API report lists them as forgotten exports.
 export type { ResolvedOutboxOptions } from './outbox.options';
 export type { IdempotencyAttempt, StoredIdempotencyRecord } from './idempotency/idempotency-store';
-export type { ClaimedOutboxRow, OutboxFailure } from './dialects/outbox-dialect';
+export type { ClaimedOutboxRow, NewOutboxRow, OutboxFailure } from './dialects/outbox-dialect';
 export type { ClaimedBatch, BatchOutcome } from './publisher/publish-pass';
 export type { OutgoingOutboxMessage } from './transports/outbox-transport';

@@ -7,6 +7,7 @@ import {
   OutboxPublisher,
   OutboxService,
 } from '../src';
+import { OutboxDatabase } from '../src/dialects/outbox-database';
 import { useOutboxApp, useTestDatabase } from './helpers/e2e-fixture';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
 import { TestOrder } from './fixtures/order.entity';
@@ -78,8 +79,15 @@ for (const kind of kinds) {
         (await fixture.dataSource.getRepository(TestOrder).find({ order: { id: 'ASC' } }))
           .map((o) => o.reference)
           .filter((r) => r.startsWith(prefix));
-      const statusOf = async (id: string) =>
-        (await fixture.dataSource.query(`SELECT status FROM outbox_messages WHERE message_id = '${id}'`))[0]?.status;
+      /** A message's status over its rows (one per destination): sent once all are, dead once one is. */
+      const statusOf = async (id: string) => {
+        const rows: Array<{ status: string }> = await fixture.dataSource.query(
+          `SELECT status FROM outbox_messages WHERE message_id = '${id}'`,
+        );
+        if (rows.length === 0) return undefined;
+        if (rows.every((r) => r.status === 'sent')) return 'sent';
+        return rows.some((r) => r.status === 'dead') ? 'dead' : 'pending';
+      };
       const emit = (pattern: string, payload: object, key?: string) =>
         fixture.outbox.transaction(() => fixture.outbox.emit(pattern, payload, key ? { key } : {}));
 
@@ -98,13 +106,59 @@ for (const kind of kinds) {
         expect(records).toEqual([{ scope: 'outbox-handler:Handlers.applied' }]);
       });
 
-      it('runs several handlers of one pattern once each; a retry skips the one already applied', async () => {
+      it('runs several handlers of one pattern once each, one row each: a failing one is retried alone', async () => {
         const id = await emit('Fanned', { ref: 'fan', fail: 1 });
+        const rows = await fixture.dataSource.query(
+          `SELECT destination FROM outbox_messages WHERE message_id = '${id}' ORDER BY seq`,
+        );
+        expect(rows.map((r: { destination: string }) => r.destination)).toEqual([
+          'handler:Handlers.first',
+          'handler:second-of-fanned',
+        ]);
         await waitFor(async () => (await statusOf(id)) === 'sent', 'the fanned message to be sent');
         const calls = handlers().calls.filter((c) => c.id === id);
-        expect(calls.filter((c) => c.handler === 'first')).toHaveLength(1);
-        expect(calls.filter((c) => c.handler === 'second')).toHaveLength(2);
+        expect(calls.filter((c) => c.handler === 'first').map((c) => c.attempts)).toEqual([1]);
+        expect(calls.filter((c) => c.handler === 'second').map((c) => c.attempts)).toEqual([1, 2]);
         expect((await effects('first:fan')).length + (await effects('second:fan')).length).toBe(2);
+      });
+
+      it('a handler that keeps failing goes dead on its own row; requeue by message id requeues that row', async () => {
+        const id = await emit('Fanned', { ref: 'fan-dead', fail: 3 });
+        await waitFor(async () => (await statusOf(id)) === 'dead', 'the failing handler to go dead');
+        const deadLetters = fixture.app.get(OutboxDeadLetters);
+        const page = await deadLetters.page({ destination: 'handler:second-of-fanned' });
+        expect(page.items.filter((i) => i.messageId === id)).toEqual([
+          expect.objectContaining({ destination: 'handler:second-of-fanned', attempts: 3 }),
+        ]);
+        expect((await deadLetters.page({ destination: 'handler:Handlers.first' })).items).toEqual([]);
+        const detail = await deadLetters.get(id);
+        expect(detail).toMatchObject({
+          destination: 'handler:second-of-fanned',
+          status: 'dead',
+          destinations: [
+            { destination: 'handler:Handlers.first', status: 'sent', attempts: 1 },
+            { destination: 'handler:second-of-fanned', status: 'dead', attempts: 3 },
+          ],
+        });
+        expect((await deadLetters.get(id, 'handler:Handlers.first'))?.status).toBe('sent');
+        expect(await deadLetters.requeue([id])).toBe(1);
+        await waitFor(async () => (await statusOf(id)) === 'sent', 'the requeued row to be sent');
+        const calls = handlers().calls.filter((c) => c.id === id);
+        expect(calls.filter((c) => c.handler === 'first')).toHaveLength(1);
+        expect(calls.filter((c) => c.handler === 'second').map((c) => c.attempts)).toEqual([1, 2, 3, 1]);
+      });
+
+      it('a row whose handler is gone goes dead with OutboxNoDestinationError naming the fix', async () => {
+        const { dialect, table } = fixture.app.get(OutboxDatabase);
+        const id = `gone-${Date.now()}`;
+        const row = { messageId: id, pattern: 'Fanned', payload: '{"ref":"gone"}', headers: null, key: null };
+        await dialect.insert(fixture.dataSource.manager, table, [{ ...row, destination: 'handler:RemovedHandler' }]);
+        await waitFor(async () => (await statusOf(id)) === 'dead', 'the row to go dead');
+        const detail = await fixture.app.get(OutboxDeadLetters).get(id);
+        expect(detail?.lastError).toMatch(
+          /OutboxNoDestinationError: .*destination 'handler:RemovedHandler', but no @OnOutboxEvent\('Fanned'\) handler is named 'RemovedHandler'.*Add it back/,
+        );
+        expect(detail?.attempts).toBe(3);
       });
 
       it("keeps a key's order, and a poison message goes dead without holding back other keys", async () => {

@@ -1,6 +1,7 @@
 import { DataSource } from 'typeorm';
 import {
   AddOutboxAttempts1765152000000,
+  AddOutboxDestinations1765497600000,
   CreateOutboxTables1764374400000,
   OutboxAttempt,
   OutboxKeyLock,
@@ -21,7 +22,11 @@ for (const kind of kinds) {
       ds = new DataSource({
         ...fx.db.options,
         entities: [OutboxMessage, OutboxKeyLock, OutboxAttempt],
-        migrations: [CreateOutboxTables1764374400000, AddOutboxAttempts1765152000000],
+        migrations: [
+          CreateOutboxTables1764374400000,
+          AddOutboxAttempts1765152000000,
+          AddOutboxDestinations1765497600000,
+        ],
         logging: false,
       } as never);
       await ds.initialize();
@@ -32,12 +37,17 @@ for (const kind of kinds) {
       expect((await ds.runMigrations()).map((m) => m.name)).toEqual([
         'CreateOutboxTables1764374400000',
         'AddOutboxAttempts1765152000000',
+        'AddOutboxDestinations1765497600000',
       ]);
       const pending = await ds.driver.createSchemaBuilder().log();
       expect(pending.upQueries.map((q) => q.query)).toEqual([]);
       await ds.undoLastMigration();
       const runner = ds.createQueryRunner();
       try {
+        expect(await runner.hasColumn('outbox_messages', 'destination')).toBe(false);
+        const unique = (await runner.getTable('outbox_messages'))!.indices.find((i) => i.isUnique);
+        expect(unique?.columnNames).toEqual(['message_id']);
+        await ds.undoLastMigration();
         expect(await runner.hasTable('outbox_attempts')).toBe(false);
         expect(await runner.hasColumn('outbox_messages', 'dead_at')).toBe(false);
         await ds.undoLastMigration();
@@ -51,6 +61,7 @@ for (const kind of kinds) {
     it('AddOutboxAttempts dates the rows that were already dead from their available_at', async () => {
       await ds.runMigrations({ transaction: 'each' });
       await ds.undoLastMigration();
+      await ds.undoLastMigration();
       const t = (n: string) => ds.driver.escape(n);
       await ds.query(
         `INSERT INTO ${t('outbox_messages')} (${['message_id', 'pattern', 'payload', 'status', 'attempts', 'available_at', 'created_at'].map(t).join(', ')}) ` +
@@ -62,6 +73,23 @@ for (const kind of kinds) {
         ['d1', 5000],
         ['p1', null],
       ]);
+    });
+
+    it("AddOutboxDestinations gives the rows already there the destination '' (every destination, as before)", async () => {
+      const rows = await ds.getRepository(OutboxMessage).find({ order: { seq: 'ASC' } });
+      expect(rows.map((r) => [r.messageId, r.destination])).toEqual([
+        ['d1', ''],
+        ['p1', ''],
+      ]);
+      // Unique per (message id, destination): a second row of a message for another destination fits.
+      const t = (n: string) => ds.driver.escape(n);
+      const insert = (destination: string) =>
+        ds.query(
+          `INSERT INTO ${t('outbox_messages')} (${['message_id', 'destination', 'pattern', 'payload', 'status', 'attempts', 'available_at', 'created_at'].map(t).join(', ')}) ` +
+            `VALUES ('p1', '${destination}', 'E', '{}', 'pending', 0, 7000, 1000)`,
+        );
+      await insert('handler:h');
+      await expect(insert('handler:h')).rejects.toThrow();
     });
   });
 }

@@ -5,6 +5,7 @@ import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import {
   AddOutboxAttempts1765152000000,
+  AddOutboxDestinations1765497600000,
   CreateIdempotencyKeys1764460800000,
   CreateIdempotencySteps1765411200000,
   CreateOutboxTables1764374400000,
@@ -25,6 +26,7 @@ const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
 const MIGRATIONS = [
   CreateOutboxTables1764374400000,
   AddOutboxAttempts1765152000000,
+  AddOutboxDestinations1765497600000,
   CreateIdempotencyKeys1764460800000,
   CreateIdempotencySteps1765411200000,
 ];
@@ -109,28 +111,31 @@ for (const kind of kinds) {
       for (const table of expected) expect(error.message).toContain(`table "${table}" does not exist`);
       expect(error.message).toContain("DataSource 'default'");
       expect(error.message).toContain(
-        'CreateOutboxTables1764374400000, AddOutboxAttempts1765152000000, CreateIdempotencyKeys1764460800000 and ' +
+        'CreateOutboxTables1764374400000, AddOutboxAttempts1765152000000, AddOutboxDestinations1765497600000, ' +
+          'CreateIdempotencyKeys1764460800000 and ' +
           'CreateIdempotencySteps1765411200000',
       );
       expect(error.message).toContain('`synchronize: true` in development');
       expect(error.message).toContain('`schemaCheck: false`');
     });
 
-    it(`${label}: only the first outbox migration run → fails naming dead_at, outbox_attempts and only AddOutboxAttempts`, async () => {
+    it(`${label}: only the first outbox migration run → fails naming the later columns, outbox_attempts and only the later migrations`, async () => {
       await withDataSource(
         (ds) => ds.runMigrations(),
         [CreateOutboxTables1764374400000, CreateIdempotencyKeys1764460800000, CreateIdempotencySteps1765411200000],
       );
       const error = await bootError();
       expect(error.problems).toEqual([
-        { table: 'outbox_messages', tableMissing: false, missingColumns: ['dead_at'] },
+        { table: 'outbox_messages', tableMissing: false, missingColumns: ['destination', 'dead_at'] },
         {
           table: 'outbox_attempts',
           tableMissing: true,
           missingColumns: expect.arrayContaining(['message_seq', 'error']),
         },
       ]);
-      expect(error.message).toContain('run the shipped migration AddOutboxAttempts1765152000000 (exported');
+      expect(error.message).toContain(
+        'run the shipped migrations AddOutboxAttempts1765152000000 and AddOutboxDestinations1765497600000 (exported',
+      );
       expect(error.message).not.toContain('was not made by these migrations');
       expect(error.message).not.toContain('CreateOutboxTables1764374400000');
     });
@@ -138,7 +143,12 @@ for (const kind of kinds) {
     it(`${label}: only the outbox migrations run → fails naming idempotency_keys and its migration`, async () => {
       await withDataSource(
         (ds) => ds.runMigrations(),
-        [CreateOutboxTables1764374400000, AddOutboxAttempts1765152000000, CreateIdempotencySteps1765411200000],
+        [
+          CreateOutboxTables1764374400000,
+          AddOutboxAttempts1765152000000,
+          AddOutboxDestinations1765497600000,
+          CreateIdempotencySteps1765411200000,
+        ],
       );
       const error = await bootError();
       const missingColumns = expect.arrayContaining(['idempotency_key', 'fingerprint']);
@@ -148,12 +158,25 @@ for (const kind of kinds) {
     });
 
     it(`${label}: an app upgraded without the steps migration → fails naming idempotency_steps and only its migration`, async () => {
-      await withDataSource((ds) => ds.runMigrations(), MIGRATIONS.slice(0, 3));
+      await withDataSource((ds) => ds.runMigrations(), MIGRATIONS.slice(0, 4));
       const error = await bootError();
       const missingColumns = expect.arrayContaining(['idempotency_key', 'step', 'result']);
       expect(error.problems).toEqual([{ table: 'idempotency_steps', tableMissing: true, missingColumns }]);
       expect(error.message).toContain('run the shipped migration CreateIdempotencySteps1765411200000 (exported');
       expect(error.message).not.toContain('CreateIdempotencyKeys1764460800000');
+    });
+
+    it(`${label}: an app upgraded without the destinations migration → fails naming destination and only its migration`, async () => {
+      await withDataSource(
+        (ds) => ds.runMigrations(),
+        MIGRATIONS.filter((m) => m !== AddOutboxDestinations1765497600000),
+      );
+      const error = await bootError();
+      expect(error.problems).toEqual([
+        { table: 'outbox_messages', tableMissing: false, missingColumns: ['destination'] },
+      ]);
+      expect(error.message).toContain('run the shipped migration AddOutboxDestinations1765497600000 (exported');
+      expect(error.message).not.toContain('was not made by these migrations');
     });
 
     it(`${label}: a dropped column → fails naming the table, the column, the named DataSource`, async () => {

@@ -141,9 +141,13 @@ export function createConsoleController(options: ResolvedOutboxConsoleOptions): 
 
     @Get('api/messages/:id')
     @Header('Cache-Control', 'no-store')
-    async message(@Param('id') id: string, @Query('outbox') outbox: unknown): Promise<ConsoleMessageView> {
+    async message(
+      @Param('id') id: string,
+      @Query('outbox') outbox: unknown,
+      @Query('destination') destination?: string,
+    ): Promise<ConsoleMessageView> {
       const { name, deadLetters } = this.outboxes.resolve(outbox);
-      const detail = await deadLetters.get(id);
+      const detail = await deadLetters.get(id, destination);
       if (!detail) {
         throw notFound(
           `The outbox '${name}' has no message with id ${JSON.stringify(id)} (never written there, purged or ` +

@@ -8,9 +8,12 @@ export interface InsertChunkLimits {
   maxBytes: number;
 }
 
-/** Bind parameters the INSERT uses for `row`: id, pattern, payload, headers, key, plus the due time when given. */
+/**
+ * Bind parameters the INSERT uses for `row`: id, pattern, payload, headers, key, plus the due time when given and
+ * the destination when not `''`.
+ */
 export function insertParameters(row: NewOutboxRow): number {
-  return row.availableAt !== undefined || row.delay ? 6 : 5;
+  return 5 + (row.availableAt !== undefined || row.delay ? 1 : 0) + (row.destination ? 1 : 0);
 }
 
 /**

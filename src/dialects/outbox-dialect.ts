@@ -9,6 +9,11 @@ export interface NewOutboxRow {
   /** JSON text of a string map, or null. */
   headers: string | null;
   key: string | null;
+  /**
+   * Where the row goes (see `destination-names.ts`): `''` or absent for every destination of the message, decided
+   * at publish time.
+   */
+  destination?: string;
   /** Absolute due time (epoch ms), from the caller's `availableAt`. */
   availableAt?: number;
   /** Delay in ms after the database's now. Ignored when `availableAt` is set. */
@@ -23,6 +28,8 @@ export interface ClaimedOutboxRow {
   payload: string;
   headers: string | null;
   key: string | null;
+  /** Where the row goes: `''` (every destination of the message), `broker:<token>` or `handler:<name>`. */
+  destination: string;
   /** Attempts including the one this claim starts. */
   attempts: number;
   /** Age of the row when it was claimed, in ms on the database clock (now − `created_at`); absent if not read. */
@@ -85,6 +92,8 @@ export interface DeadRowFilter {
   messageIds?: readonly string[];
   pattern?: string;
   key?: string;
+  /** The row's destination (`''`, `broker:<token>`, `handler:<name>`). */
+  destination?: string;
   /** Case-insensitive substring of the last error. */
   errorContains?: string;
   deadSince?: number;
@@ -118,6 +127,8 @@ export interface DeadRow {
   messageId: string;
   pattern: string;
   key: string | null;
+  /** Where the row goes: `''` (every destination of the message), `broker:<token>` or `handler:<name>`. */
+  destination: string;
   attempts: number;
   createdAt: number;
   deadAt: number;

@@ -254,6 +254,7 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
       payload: record.payload,
       headers: record.headers ?? null,
       key: record.ordering_key ?? null,
+      destination: record.destination ?? '',
       attempts: Number(record.attempts),
       ...(record.age_ms === undefined || record.age_ms === null ? {} : { ageMs: Math.max(0, Number(record.age_ms)) }),
     };
@@ -269,9 +270,33 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
   }
 
   /**
+   * The condition that the row of alias `e` is in the same ordered stream as the row of alias `m` (the same key
+   * is checked apart): the same destination, or either is `''` (every destination of its message, so in every
+   * stream of its key). A key's order so holds per destination, and a destination that is down holds back only
+   * its own rows.
+   */
+  protected sameDestination(e: string, m: string): string {
+    const d = this.quote('destination');
+    return `(${e}.${d} = ${m}.${d} OR ${e}.${d} = '' OR ${m}.${d} = '')`;
+  }
+
+  /**
+   * The condition that the earlier unsent row `e` of `m`'s key holds `m` back: in `m`'s stream (see
+   * `sameDestination()`) and in `state` (dead, not due, or claimed elsewhere) — or a row for every destination
+   * (`''`) while `m` is for one, whatever its state: `e` may itself wait for a row of another destination, which
+   * would not hold `m` back, so a one-destination row waits until the earlier every-destination rows of its key
+   * are sent (such rows are those written before the destinations migration).
+   */
+  protected heldBackBy(e: string, m: string, state: string): string {
+    const d = this.quote('destination');
+    return `(${e}.${d} = '' AND ${m}.${d} <> '' OR (${e}.${d} = ${m}.${d} OR ${m}.${d} = '') AND ${state})`;
+  }
+
+  /**
    * The WHERE clause of rows that may be claimed now (columns of the alias `m`): pending, due, unclaimed (or lease
-   * expired), and — for keyed rows — not behind an earlier row of the same key that cannot be published now (dead,
-   * waiting for a retry, or claimed by another publisher). A failing head so blocks only its own key.
+   * expired), and — for keyed rows — not behind an earlier row of the same key and destination that cannot be
+   * published now (dead, waiting for a retry, or claimed by another publisher). A failing head so blocks only its
+   * own key at its own destination.
    */
   protected claimableWhere(table: string, m = 'm'): string {
     const q = (c: string) => this.quote(c);
@@ -284,7 +309,7 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
         FROM ${this.quoteTable(table)} e
         WHERE e.${q('ordering_key')} = ${m}.${q('ordering_key')}
           AND e.${q('status')} IN ('pending', 'dead') AND e.${q('seq')} < ${m}.${q('seq')}
-          AND (e.${q('status')} = 'dead' OR e.${q('available_at')} > ${now} OR e.${q('claimed_until')} >= ${now})
+          AND ${this.heldBackBy('e', m, `(e.${q('status')} = 'dead' OR e.${q('available_at')} > ${now} OR e.${q('claimed_until')} >= ${now})`)}
       ))`;
   }
 
@@ -294,13 +319,14 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
   }
 
   /**
-   * Of the rows this claim locked, keeps only the keyed ones with no earlier unsent row of their key outside the
-   * locked set (such a row is held by a concurrent claim that has not committed yet). Returns the kept seqs.
+   * Of the rows this claim locked, keeps only the keyed ones with no earlier unsent row of their key and destination
+   * (see `sameDestination()`) outside the locked set (such a row is held by a concurrent claim that has not
+   * committed yet). Returns the kept seqs.
    */
   protected async keepKeyPrefixes(
     tx: EntityManager,
     table: string,
-    locked: ReadonlyArray<{ seq: string; key: string | null }>,
+    locked: ReadonlyArray<{ seq: string; key: string | null; destination: string }>,
   ): Promise<Set<string>> {
     const keep = new Set(locked.map((r) => r.seq));
     const keys = [...new Set(locked.map((r) => r.key).filter((k): k is string => k !== null))];
@@ -310,18 +336,29 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
     const { records } = await this.execute(
       tx,
       `
-        SELECT ${q('ordering_key')} AS ${q('k')}, MIN(${q('seq')}) AS ${q('first')}
+        SELECT ${q('ordering_key')} AS ${q('k')}, ${q('destination')} AS ${q('d')}, MIN(${q('seq')}) AS ${q('first')}
         FROM ${this.quoteTable(table)}
         WHERE ${q('ordering_key')} IN (${keys.map((_, i) => this.param(i + 1)).join(', ')})
           AND ${q('status')} IN ('pending', 'dead')
           AND ${q('seq')} NOT IN (${locked.map((r) => checkedSeq(r.seq)).join(', ')})
-        GROUP BY ${q('ordering_key')}`,
+        GROUP BY ${q('ordering_key')}, ${q('destination')}`,
       params,
     );
-    const firstBlocker = new Map<string, bigint>(records.map((r) => [String(r.k), BigInt(String(r.first))]));
+    // Per key: the first blocking row of each destination.
+    const firstBlockers = new Map<string, Array<{ destination: string; first: bigint }>>();
+    for (const r of records) {
+      const list = firstBlockers.get(String(r.k)) ?? [];
+      list.push({ destination: String(r.d ?? ''), first: BigInt(String(r.first)) });
+      firstBlockers.set(String(r.k), list);
+    }
     for (const row of locked) {
-      const blocker = row.key === null ? undefined : firstBlocker.get(row.key);
-      if (blocker !== undefined && BigInt(row.seq) > blocker) keep.delete(row.seq);
+      const blockers = row.key === null ? undefined : firstBlockers.get(row.key);
+      if (!blockers) continue;
+      const seq = BigInt(row.seq);
+      const blocked = blockers.some(
+        (b) => b.first < seq && (b.destination === row.destination || b.destination === '' || row.destination === ''),
+      );
+      if (blocked) keep.delete(row.seq);
     }
     return keep;
   }
@@ -333,6 +370,7 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
     'payload',
     'headers',
     'ordering_key',
+    'destination',
     'attempts',
   ];
 }

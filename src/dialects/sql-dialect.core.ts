@@ -107,13 +107,14 @@ export abstract class SqlDialectCore {
       const values = chunk.map((row) => {
         // Placeholders are positional on MySQL and SQLite: push parameters in the order they appear.
         const head = `${p(row.messageId)}, ${p(row.pattern)}, ${p(row.payload)}, ${p(row.headers)}, ${p(row.key)}`;
+        const destination = row.destination ? p(row.destination) : `''`;
         const due =
           row.availableAt !== undefined
             ? p(row.availableAt)
             : row.delay
               ? `${this.nowMs} + ${p(Math.floor(row.delay))}`
               : this.nowMs;
-        return `(${head}, 'pending', 0, ${due}, ${this.nowMs})`;
+        return `(${head}, ${destination}, 'pending', 0, ${due}, ${this.nowMs})`;
       });
       const q = (c: string) => this.quote(c);
       await this.execute(
@@ -121,7 +122,7 @@ export abstract class SqlDialectCore {
         `
           INSERT INTO ${this.quoteTable(table)} (
             ${q('message_id')}, ${q('pattern')}, ${q('payload')}, ${q('headers')}, ${q('ordering_key')},
-            ${q('status')}, ${q('attempts')}, ${q('available_at')}, ${q('created_at')}
+            ${q('destination')}, ${q('status')}, ${q('attempts')}, ${q('available_at')}, ${q('created_at')}
           )
           VALUES ${values.join(', ')}`,
         params,

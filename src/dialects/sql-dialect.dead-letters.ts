@@ -61,7 +61,17 @@ export abstract class SqlDeadLetterDialect extends SqlDialectCore {
     const q = (c: string) => this.quote(c);
     const { where, params } = this.deadWhere(filter);
     const keyset = after ? ` AND ${this.keysetBefore(checkedMs(after.deadAt), checkedSeq(after.seq))}` : '';
-    const columns = ['seq', 'message_id', 'pattern', 'ordering_key', 'attempts', 'created_at', 'dead_at', 'last_error'];
+    const columns = [
+      'seq',
+      'message_id',
+      'pattern',
+      'ordering_key',
+      'destination',
+      'attempts',
+      'created_at',
+      'dead_at',
+      'last_error',
+    ];
     const { records } = await this.execute(
       manager,
       `SELECT ${columns.map(q).join(', ')} FROM ${this.quoteTable(table)}${this.deadIndexHint(filter, table)} ` +
@@ -74,6 +84,7 @@ export abstract class SqlDeadLetterDialect extends SqlDialectCore {
       messageId: String(r.message_id),
       pattern: String(r.pattern),
       key: r.ordering_key ?? null,
+      destination: String(r.destination ?? ''),
       attempts: Number(r.attempts),
       createdAt: Number(r.created_at),
       deadAt: Number(r.dead_at ?? 0),
@@ -125,6 +136,7 @@ export abstract class SqlDeadLetterDialect extends SqlDialectCore {
     if (filter.messageIds) parts.push(`${q('message_id')} IN (${filter.messageIds.map(p).join(', ')})`);
     if (filter.pattern !== undefined) parts.push(`${q('pattern')} = ${p(filter.pattern)}`);
     if (filter.key !== undefined) parts.push(`${q('ordering_key')} = ${p(filter.key)}`);
+    if (filter.destination !== undefined) parts.push(`${q('destination')} = ${p(filter.destination)}`);
     if (filter.errorContains !== undefined) {
       const escaped = filter.errorContains.toLowerCase().replace(/[!%_]/g, (c) => `!${c}`);
       parts.push(`LOWER(${q('last_error')}) LIKE ${p(`%${escaped}%`)} ESCAPE '!'`);

@@ -13,6 +13,8 @@ export interface OutboxDeadEvent {
   messageId: string;
   pattern: string;
   key: string | null;
+  /** The row's destination: `broker:<token>`, `handler:<name>`, or `''` (every destination of the message). */
+  destination: string;
   attempts: number;
   /** What went wrong, redacted of credentials. */
   error: string;
@@ -26,6 +28,8 @@ export interface OutboxDeadEvent {
 export interface OutboxRetryEvent {
   messageId: string;
   pattern: string;
+  /** The row's destination: `broker:<token>`, `handler:<name>`, or `''` (every destination of the message). */
+  destination: string;
   attempts: number;
   /** Milliseconds until the next attempt. */
   retryDelay: number;

@@ -32,9 +32,10 @@ export interface OutboxEventHandlerMetadata {
  * writing transaction committed: in a transaction of its own that also records (handler name, message id), so the
  * handler's effect is applied once however often the message is retried. The method receives the payload and an
  * `OutboxEventContext`; inside it `OutboxService.manager` and `emit()` join the handler's transaction. A throw rolls
- * it back and the message is retried with the module's `retry` backoff, then dead-lettered; a key's messages run in
- * order. Several handlers of one pattern each run once; the message is marked sent when all of its destinations (its
- * broker, if any, and every handler) have succeeded.
+ * it back and the handler's row is retried with the module's `retry` backoff, then dead-lettered; a key's messages
+ * run in order. A message with several destinations (its broker and each handler) has one row each, delivered,
+ * retried and dead-lettered on its own: a failing handler neither republishes to the broker nor holds back the other
+ * destinations.
  *
  * ```ts
  * @Injectable()

@@ -11,6 +11,7 @@ const FILTER_FIELDS = [
   'messageIds',
   'pattern',
   'key',
+  'destination',
   'errorContains',
   'deadSince',
   'deadBefore',
@@ -18,7 +19,10 @@ const FILTER_FIELDS = [
   'createdBefore',
 ] as const;
 const TIME_FIELDS = ['deadSince', 'deadBefore', 'createdSince', 'createdBefore'] as const;
-const TEXT_FIELDS = ['pattern', 'key', 'errorContains'] as const;
+const TEXT_FIELDS = ['pattern', 'key', 'destination', 'errorContains'] as const;
+
+/** How a filter names the destination `''` (every destination of the message), which a query string cannot carry. */
+export const ALL_DESTINATIONS_FILTER = '*';
 
 /** Most message ids in one filter. */
 export const MAX_FILTER_IDS = 1000;
@@ -51,7 +55,7 @@ export function checkFilter(method: string, raw: unknown, extra: readonly string
     if (typeof value !== 'string' || value.length === 0 || value.length > 255) {
       refuse(method, `${field} must be a non-empty string of at most 255 characters`, `Leave it out to match any.`);
     }
-    filter[field] = value;
+    filter[field] = field === 'destination' && value === ALL_DESTINATIONS_FILTER ? '' : value;
   }
   if (input.messageIds !== undefined) filter.messageIds = checkIds(method, input.messageIds);
   for (const field of TIME_FIELDS) {

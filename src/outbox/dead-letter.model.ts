@@ -18,6 +18,11 @@ export interface DeadLetterFilter {
   pattern?: string;
   /** Only this ordering key (exact). */
   key?: string;
+  /**
+   * Only the rows of this destination (exact): `broker:<token>`, `handler:<name>`, or `*` for the rows of every
+   * destination (`''`: written before the destinations migration, or for a message with one destination).
+   */
+  destination?: string;
   /** Only messages whose last error contains this text (case-insensitive; the stored error is redacted). */
   errorContains?: string;
   /** Only messages that went dead at or after this time. */
@@ -38,11 +43,20 @@ export interface DeadLetterPageQuery extends DeadLetterFilter {
   cursor?: string | null;
 }
 
-/** A dead message as a page lists it: everything but its payload and headers. Times are epoch milliseconds. */
+/**
+ * A dead message as a page lists it: everything but its payload and headers. Times are epoch milliseconds. A
+ * message is one row per destination, each dead (or not) on its own: a page lists the dead rows, so a message
+ * appears once per dead destination.
+ */
 export interface DeadLetterSummary {
   messageId: string;
   pattern: string;
   key: string | null;
+  /**
+   * The row's destination: `broker:<token>`, `handler:<name>`, or `''` for every destination of the message (decided
+   * when it is published).
+   */
+  destination: string;
   /** Counted attempts when it went dead. */
   attempts: number;
   createdAt: number;
@@ -75,9 +89,21 @@ export interface OutboxAttemptRecord {
   publisher: string;
 }
 
-/** One message with its payload, headers and attempt history (`OutboxDeadLetters.get()`). */
+/** One row of a message: its destination and where its delivery stands. */
+export interface OutboxDestinationState {
+  destination: string;
+  status: OutboxMessageStatus;
+  attempts: number;
+}
+
+/**
+ * One row of a message — one destination — with its payload, headers and attempt history (`OutboxDeadLetters.get()`),
+ * and where each of the message's rows stands.
+ */
 export interface OutboxMessageDetail extends DeadLetterSummary {
   status: OutboxMessageStatus;
+  /** Every row of the message (one per destination), in write order. */
+  destinations: OutboxDestinationState[];
   /** The payload, as the JSON text that is published. */
   payload: string;
   /** The extra headers, as JSON text of a string map, or null. */

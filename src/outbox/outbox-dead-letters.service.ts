@@ -24,6 +24,8 @@ export interface ListDeadOptions {
   pattern?: string;
   /** Only rows with this ordering key. */
   key?: string;
+  /** Only rows of this destination (`''`, `broker:<token>`, `handler:<name>`). */
+  destination?: string;
 }
 
 /**
@@ -60,6 +62,7 @@ export class OutboxDeadLetters {
     const where: Record<string, unknown> = { status: 'dead' };
     if (options.pattern !== undefined) where.pattern = options.pattern;
     if (options.key !== undefined) where.key = options.key;
+    if (options.destination !== undefined) where.destination = options.destination;
     const rows = await runOnConnection(this.database.dataSource, (m) =>
       m.getRepository(this.database.entities.message).find({ where, order: { seq: 'ASC' }, take: limit }),
     );
@@ -100,24 +103,39 @@ export class OutboxDeadLetters {
   /**
    * One message — dead or not — with its payload, headers and attempt history (the newest `retry.historyLimit`
    * failed attempts, oldest first, errors redacted), or null when no row has this id (never written, purged, or
-   * removed after it was published).
+   * removed after it was published). A message is one row per destination: this is the row of `destination` when
+   * given, else its first dead row, else its first unsent one, else its first; `destinations` lists them all.
    */
-  async get(messageId: string): Promise<OutboxMessageDetail | null> {
+  async get(messageId: string, destination?: string): Promise<OutboxMessageDetail | null> {
     if (typeof messageId !== 'string' || messageId.length === 0 || messageId.length > 255) {
       throw new OutboxDeadLetterQueryError(
         `OutboxDeadLetters.get() takes a message id (a non-empty string of at most 255 characters), got ` +
           `${JSON.stringify(String(messageId))}. Pass the messageId of a listed message.`,
       );
     }
+    if (destination !== undefined && (typeof destination !== 'string' || destination.length > 255)) {
+      throw new OutboxDeadLetterQueryError(
+        'OutboxDeadLetters.get() takes as destination a string of at most 255 characters (a listed ' +
+          "message's destination). Leave it out for the message's first dead row.",
+      );
+    }
     const { dataSource, dialect, table } = this.database;
     return runOnConnection(dataSource, async (m) => {
-      const row = await m.getRepository(this.database.entities.message).findOneBy({ messageId });
+      const rows = await m
+        .getRepository(this.database.entities.message)
+        .find({ where: { messageId }, order: { seq: 'ASC' } });
+      const row =
+        destination !== undefined
+          ? rows.find((r) => r.destination === destination)
+          : (rows.find((r) => r.status === 'dead') ?? rows.find((r) => r.status === 'pending') ?? rows[0]);
       if (!row) return null;
       const history = await dialect.listAttempts(m, table, row.seq);
       return {
         messageId: row.messageId,
         pattern: row.pattern,
         key: row.key,
+        destination: row.destination,
+        destinations: rows.map((r) => ({ destination: r.destination, status: r.status, attempts: r.attempts })),
         status: row.status,
         attempts: row.attempts,
         createdAt: row.createdAt.getTime(),
@@ -135,7 +153,9 @@ export class OutboxDeadLetters {
   /**
    * Makes dead messages pending again — the given message ids, those a filter matches, or all dead messages when
    * called without (or with `{}`) — with their attempts reset, due at once; only dead messages are touched. A
-   * requeued message keeps its place in its key's order. Resolves with the number requeued and wakes the publisher.
+   * requeued message keeps its place in its key's order. A message id requeues every dead row of that message (one
+   * per destination; filter by `destination` for one). Resolves with the number of rows requeued and wakes the
+   * publisher.
    * While someone watches the publisher's `requeued` event (metrics do), the rows are counted per pattern in the
    * same transaction and the event reports them.
    */
@@ -187,6 +207,7 @@ function toSummary(row: DeadRow): DeadLetterSummary {
     messageId: row.messageId,
     pattern: row.pattern,
     key: row.key,
+    destination: row.destination,
     attempts: row.attempts,
     createdAt: row.createdAt,
     deadAt: row.deadAt === 0 ? null : row.deadAt,

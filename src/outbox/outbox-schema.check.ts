@@ -14,8 +14,8 @@ interface NeededTable {
   table: string;
   columns: readonly string[];
   migration: string;
-  /** Columns a later migration added, and that migration (run it alone when only these are missing). */
-  addedLater?: { columns: readonly string[]; migration: string };
+  /** Columns later migrations added, and those migrations (run only them when only these are missing). */
+  addedLater?: ReadonlyArray<{ columns: readonly string[]; migration: string }>;
 }
 
 /**
@@ -51,9 +51,8 @@ export class OutboxSchemaCheck implements OnModuleInit {
     const { dataSource, dialect, table, entities, name } = this.database;
     checkEntitiesRegistered(dataSource, name, entities, ['attempt']);
     // The migrations of this outbox's table names (the shipped ones by default), oldest first.
-    const [outboxMigration, recordsMigration, attemptsMigration, stepsMigration] = migrationsForTables(
-      entities.tables,
-    ).map((m) => m.name);
+    const [outboxMigration, recordsMigration, attemptsMigration, stepsMigration, destinationsMigration] =
+      migrationsForTables(entities.tables).map((m) => m.name);
     const columnsOf = (entity: EntityTarget<unknown>) =>
       dataSource.getMetadata(entity).columns.map((c) => c.databaseName);
     const pathOf = (entity: EntityTarget<unknown>) => dataSource.getMetadata(entity).tablePath;
@@ -62,7 +61,10 @@ export class OutboxSchemaCheck implements OnModuleInit {
         table,
         columns: columnsOf(entities.message),
         migration: outboxMigration,
-        addedLater: { columns: ['dead_at'], migration: attemptsMigration },
+        addedLater: [
+          { columns: ['dead_at'], migration: attemptsMigration },
+          { columns: ['destination'], migration: destinationsMigration },
+        ],
       },
       ...dialect.companionTables(table).map((t) => ({ ...t, migration: outboxMigration })),
       { table: pathOf(entities.attempt), columns: columnsOf(entities.attempt), migration: attemptsMigration },
@@ -110,7 +112,7 @@ function schemaError(
   // A column that a later migration adds is not a sign of a hand-made table.
   const incomplete = problems.some((p) => {
     const later = needed.find((t) => t.table === p.table)?.addedLater;
-    return !p.tableMissing && !p.missingColumns.every((c) => later?.columns.includes(c));
+    return !p.tableMissing && !p.missingColumns.every((c) => later?.some((l) => l.columns.includes(c)));
   });
   return new OutboxSchemaError(
     `nestjs-outbox cannot start: the DataSource '${dataSource}' lacks what it needs.\n${lines.join('\n')}\n` +
@@ -125,13 +127,18 @@ function schemaError(
   );
 }
 
-/** The shipped migrations that fill one gap: only the later one when only the columns it added are missing. */
+/**
+ * The shipped migrations that fill one gap: only the later ones that added the missing columns when only such
+ * columns are missing; else the one that creates the table and every later one.
+ */
 function migrationsFor(problem: OutboxSchemaProblem, table: NeededTable | undefined): string[] {
   if (!table) return [];
-  const later = table.addedLater;
-  if (!later) return [table.migration];
-  if (!problem.tableMissing && problem.missingColumns.every((c) => later.columns.includes(c))) return [later.migration];
-  return [table.migration, later.migration];
+  const later = table.addedLater ?? [];
+  const adds = (c: string) => later.some((l) => l.columns.includes(c));
+  if (!problem.tableMissing && later.length > 0 && problem.missingColumns.every(adds)) {
+    return later.filter((l) => problem.missingColumns.some((c) => l.columns.includes(c))).map((l) => l.migration);
+  }
+  return [table.migration, ...later.map((l) => l.migration)];
 }
 
 /** `a`, `a and b`, `a, b and c`. */

@@ -5,7 +5,7 @@ import { OutboxDuplicateMessageIdError, OutboxInvalidMessageError, OutboxNoTrans
 import { MESSAGE_ID_HEADER } from '../outbox.constants';
 import { OutboxPublisher } from '../publisher/outbox-publisher';
 import { currentTransaction } from '../transaction/transaction-context';
-import type { OutboxStats } from '../dialects/outbox-dialect';
+import type { NewOutboxRow, OutboxStats } from '../dialects/outbox-dialect';
 import { runInTransaction, runOnConnection } from '../transaction/transaction-runner';
 import type { OutboxTransactionOptions } from '../transaction/transaction.types';
 import { newMessageId } from './new-message-id';
@@ -102,7 +102,7 @@ export class OutboxService {
     const row = this.toRow(pattern, payload, options);
     const manager = this.writeManager(`emit('${pattern}')`, options.manager);
     try {
-      await this.database.dialect.insert(manager, this.database.table, [row]);
+      await this.database.dialect.insert(manager, this.database.table, this.perDestination([row]));
     } catch (error) {
       throw this.duplicateIdError(`emit('${pattern}')`, [row.messageId], error) ?? error;
     }
@@ -141,7 +141,7 @@ export class OutboxService {
     const manager = this.writeManager(`emitMany(${rows.length} events)`, options.manager);
     if (rows.length === 0) return [];
     try {
-      await this.database.dialect.insert(manager, this.database.table, rows);
+      await this.database.dialect.insert(manager, this.database.table, this.perDestination(rows));
     } catch (error) {
       const duplicate = this.duplicateIdError(
         'emitMany()',
@@ -152,6 +152,20 @@ export class OutboxService {
     }
     this.wakeAfterCommit(manager);
     return rows.map((r) => r.messageId);
+  }
+
+  /**
+   * The rows to write for `messages`: one per destination of each, all with its message id (see
+   * `OutboxPublisher.destinationsOf()`); the message itself when it is one row for every destination.
+   */
+  protected perDestination(messages: NewOutboxRow[]): NewOutboxRow[] {
+    const rows: NewOutboxRow[] = [];
+    for (const message of messages) {
+      const destinations = this.publisher.destinationsOf(message);
+      if (destinations.length === 1 && destinations[0] === '') rows.push(message);
+      else for (const destination of destinations) rows.push({ ...message, destination });
+    }
+    return rows;
   }
 
   /** The manager a write goes through: `given` (checked), else the ambient transaction's; throws when neither. */
@@ -213,7 +227,11 @@ export class OutboxService {
   ): OutboxDuplicateMessageIdError | undefined {
     const { dialect, table } = this.database;
     const name = tableNameOf(table);
-    const index = { name: indexNamesOf.messages(name).messageIdUnique, table: name, columns: ['message_id'] };
+    const index = {
+      name: indexNamesOf.messages(name).messageIdUnique,
+      table: name,
+      columns: ['message_id', 'destination'],
+    };
     if (!dialect.isUniqueViolation(error, index)) return undefined;
     const messageId = messageIds.length === 1 ? messageIds[0] : duplicatedId(messageIds, error);
     const which =
@@ -319,9 +337,17 @@ function optionalText(pattern: string, name: string, value: unknown): string | n
   return value;
 }
 
-/** The id a database's unique-violation message names (PostgreSQL's detail, MySQL's "Duplicate entry"), if any. */
+/**
+ * The id a database's unique-violation message names, if any: PostgreSQL's detail `Key (message_id,
+ * destination)=(<id>, <destination>)`, MySQL's `Duplicate entry '<id>-<destination>'`. The longest id that fits wins
+ * (an id may be a prefix of another).
+ */
 function duplicatedId(messageIds: readonly string[], error: unknown): string | undefined {
   const e = error as { detail?: unknown; message?: unknown; driverError?: { detail?: unknown; message?: unknown } };
   const text = [e?.detail, e?.driverError?.detail, e?.message, e?.driverError?.message].map(String).join('\n');
-  return messageIds.find((id) => text.includes(`=(${id})`) || text.includes(`'${id}'`));
+  const named = (id: string) => [`=(${id})`, `=(${id}, `, `'${id}'`, `'${id}-`].some((form) => text.includes(form));
+  return messageIds
+    .filter(named)
+    .sort((a, b) => b.length - a.length)
+    .at(0);
 }

@@ -43,6 +43,7 @@ const row = (messageId: string): ClaimedOutboxRow => ({
   payload: '{}',
   headers: null,
   key: null,
+  destination: '',
   attempts: 1,
 });
 const failure = (id: string, error: string, dead = false): OutboxFailure => ({

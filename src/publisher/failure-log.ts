@@ -57,11 +57,11 @@ export class PublishFailureLog {
   messageFailed(row: ClaimedOutboxRow, failure: OutboxFailure): void {
     if (failure.dead) {
       this.logger.error(
-        `Outbox message ${row.messageId} ('${row.pattern}') is dead after ${row.attempts} attempt(s): ` +
-          `${failure.error}. List, requeue or purge it with OutboxDeadLetters.`,
+        `Outbox message ${row.messageId} ('${row.pattern}'${forDestination(row)}) is dead after ${row.attempts} ` +
+          `attempt(s): ${failure.error}. List, requeue or purge it with OutboxDeadLetters.`,
       );
-      const { messageId, pattern, key, attempts } = row;
-      this.emit('dead', { messageId, pattern, key, attempts, error: failure.error, ...timing(failure) });
+      const { messageId, pattern, key, destination, attempts } = row;
+      this.emit('dead', { messageId, pattern, key, destination, attempts, error: failure.error, ...timing(failure) });
     } else {
       // Per message at debug only: a broker outage fails every message of the backlog, again at every retry.
       // batchCompleted() writes the bounded summary.
@@ -70,12 +70,13 @@ export class PublishFailureLog {
         ? `could not reach the broker (not counted as an attempt; ${attempts} counted so far)`
         : `failed attempt ${attempts}`;
       this.logger.debug?.(
-        `Outbox message ${row.messageId} ('${row.pattern}') ${what}, ` +
+        `Outbox message ${row.messageId} ('${row.pattern}'${forDestination(row)}) ${what}, ` +
           `retrying in ${failure.retryDelay} ms: ${failure.error}`,
       );
       this.emit('retry', {
         messageId: row.messageId,
         pattern: row.pattern,
+        destination: row.destination,
         attempts,
         retryDelay: failure.retryDelay,
         error: failure.error,
@@ -168,4 +169,9 @@ export class PublishFailureLog {
     this.publishFailuresInEpisode = 0;
     this.publishEpisodeWarned = false;
   }
+}
+
+/** `, for <destination>` of a row written for one destination; nothing for a row of every destination. */
+function forDestination(row: ClaimedOutboxRow): string {
+  return row.destination ? `, for ${row.destination}` : '';
 }

@@ -4,7 +4,7 @@ import type { ClientProxy } from '@nestjs/microservices';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import type { ClaimedOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
+import type { ClaimedOutboxRow, NewOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
 import { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxWakeup, resolveWakeup } from '../dialects/resolve-wakeup';
 import { OutboxConfigurationError } from '../errors';
@@ -107,6 +107,16 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   /** The transport messages are built for (`rmq`, `tcp`, …), once the client has been resolved. */
   get transportName(): OutboxTransportName | undefined {
     return this.delivery.brokers.primary?.client.transport?.name;
+  }
+
+  /**
+   * The destinations `emit()` writes a message to, one row each: `['']` (one row for every destination, as in
+   * earlier versions) in an outbox without `route` when the message has at most one destination; else
+   * `broker:<token>` for the broker `route.select()` picks (or the `client`) and `handler:<name>` for each
+   * `@OnOutboxEvent()` handler of its pattern (see `RowDelivery.destinationsOf()`).
+   */
+  destinationsOf(message: Pick<NewOutboxRow, 'messageId' | 'pattern' | 'key' | 'headers'>): readonly string[] {
+    return this.delivery.destinationsOf(message);
   }
 
   /** Subscribes to a publisher event. */
@@ -284,10 +294,11 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   }
 
   /**
-   * Delivers one row to all of its destinations and resolves once every one succeeded: its broker (the `client`,
-   * or the one `route.select()` picks), confirmed by the transport, and each `@OnOutboxEvent()` handler of its
-   * pattern, run once in its own transaction with its deduplication record (a handler an earlier attempt applied is
-   * skipped). Rejects with the failure that decides the row's fate (see `deliverToAll()`).
+   * Delivers one row to its destination and resolves once it succeeded: a broker (`broker:<token>`), confirmed by
+   * the transport, or an `@OnOutboxEvent()` handler (`handler:<name>`), run once in its own transaction with its
+   * deduplication record. A row for every destination (`''`) goes to all of its message's destinations — its broker
+   * (the `client`, or the one `route.select()` picks) and each handler of its pattern (one an earlier attempt
+   * applied is skipped) — and rejects with the failure that decides its fate (see `deliverToAll()`).
    */
   protected publish(client: ClientProxy | undefined, row: ClaimedOutboxRow): Promise<void> {
     return this.delivery.deliver(client, row);

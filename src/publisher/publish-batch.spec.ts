@@ -35,6 +35,7 @@ const row = (messageId: string, key: string | null, seq: number): ClaimedOutboxR
   payload: '{}',
   headers: null,
   key,
+  destination: '',
   attempts: 1,
 });
 

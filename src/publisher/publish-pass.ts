@@ -78,9 +78,11 @@ export async function claimDueRows(
 }
 
 /**
- * Runs `attempt` over a claimed batch: unkeyed rows all at once, each key's rows in sequence (a failed attempt stops
- * its key; the rest of that key is left unstarted). A row is started only while `mayStart()` says so; the others
- * are collected as unstarted. `attempt` records sent rows and failures in `outcome` and resolves with success.
+ * Runs `attempt` over a claimed batch: unkeyed rows all at once, the rows of each key and destination in sequence
+ * (a failed attempt stops its key at its destination; the rest of that chain is left unstarted), different keys and
+ * destinations in parallel. A key with a row for every destination (`''`) in the batch is one chain. A row is
+ * started only while `mayStart()` says so; the others are collected as unstarted. `attempt` records sent rows and
+ * failures in `outcome` and resolves with success.
  */
 export async function publishInKeyOrder(
   rows: ClaimedOutboxRow[],
@@ -90,14 +92,20 @@ export async function publishInKeyOrder(
 ): Promise<void> {
   const chains = new Map<string, ClaimedOutboxRow[]>();
   const work: Promise<unknown>[] = [];
+  let keysForAll: Set<string> | undefined;
+  for (const row of rows) {
+    if (row.key !== null && row.destination === '') (keysForAll ??= new Set()).add(row.key);
+  }
   for (const row of rows) {
     if (row.key === null) {
       if (mayStart()) work.push(attempt(row));
       else outcome.unstarted.push(row);
     } else {
-      const chain = chains.get(row.key);
+      const chainId =
+        row.destination === '' || keysForAll?.has(row.key) ? row.key : `${row.key}\u0000${row.destination}`;
+      const chain = chains.get(chainId);
       if (chain) chain.push(row);
-      else chains.set(row.key, [row]);
+      else chains.set(chainId, [row]);
     }
   }
   for (const chain of chains.values()) {

@@ -3,7 +3,11 @@ import { epochMsOrZero, epochMsTransformer } from './epoch-ms.transformer';
 import { outboxIndexNames, outboxTableNames, type OutboxTableNames, tableEntityOptions } from './outbox-table-names';
 import { declareSqliteIntegerKey } from './sqlite-bigint-key.patch';
 
-/** Name of the unique index on `message_id` (the entity's and the migration's) of the shipped table. */
+/**
+ * Name of the unique index on `(message_id, destination)` of the shipped table: a message id is unique per
+ * destination (a message is written as one row per destination, all with its id). Made by the
+ * `AddOutboxDestinations1765497600000` migration, which drops the earlier `UQ_outbox_messages_message_id`.
+ */
 export const MESSAGE_ID_UNIQUE_INDEX = outboxIndexNames(outboxTableNames()).messages.messageIdUnique;
 
 /** Name of the index that serves the dead letters' newest-first pages (of the shipped table). */
@@ -37,7 +41,15 @@ export abstract class OutboxMessageColumns {
   @Column({ type: 'text', nullable: true })
   headers!: string | null;
 
-  /** Ordering key: messages with the same key are published in commit order. */
+  /**
+   * Where this row goes: `''` (every destination of the message, decided at publish time), `broker:<token>` or
+   * `handler:<name>` (see `destination-names.ts`). A message is one row per destination, all with its message id;
+   * each is retried and dead-lettered on its own. Added by the `AddOutboxDestinations1765497600000` migration.
+   */
+  @Column({ type: 'varchar', length: 255, default: '' })
+  destination!: string;
+
+  /** Ordering key: messages with the same key are published in commit order (per destination). */
   @Column({ type: 'varchar', length: 255, nullable: true, name: 'ordering_key' })
   key!: string | null;
 
@@ -84,14 +96,15 @@ declareSqliteIntegerKey(OutboxMessageColumns);
  * Makes `target` (a subclass of `OutboxMessageColumns`) the entity of the table `tables.messages`, with its indexes.
  *
  * Indexes: `claim` serves the publisher's query (pending rows in write order, so history rows are never
- * scanned); `key` serves per-key ordering (only a key's unsent rows are probed); `cleanup` serves retention of
- * sent rows; `dead` serves the dead letters' pages (newest death first); `message_id` is unique.
+ * scanned); `key` serves per-key ordering per destination (only a key's unsent rows are probed); `cleanup` serves
+ * retention of sent rows; `dead` serves the dead letters' pages (newest death first); `(message_id, destination)` is
+ * unique.
  */
 export function declareOutboxMessageTable(target: Function, tables: OutboxTableNames): void {
   const names = outboxIndexNames(tables).messages;
-  Index(names.messageIdUnique, ['messageId'], { unique: true })(target);
+  Index(names.messageIdUnique, ['messageId', 'destination'], { unique: true })(target);
   Index(names.claim, ['status', 'seq'])(target);
-  Index(names.key, ['key', 'status', 'seq'])(target);
+  Index(names.key, ['key', 'status', 'destination', 'seq'])(target);
   Index(names.cleanup, ['status', 'sentAt'])(target);
   Index(names.dead, ['status', 'deadAt', 'seq'])(target);
   Entity(tableEntityOptions(tables, 'messages'))(target);

@@ -23,9 +23,11 @@ describe('outbox table names', () => {
     expect(outboxIndexNames(tables)).toEqual({
       messages: {
         primaryKey: 'PK_d24ca6550fc486f101fe4f8b021',
-        messageIdUnique: 'UQ_outbox_messages_message_id',
+        messageIdUnique: 'UQ_outbox_messages_message_destination',
+        legacyMessageIdUnique: 'UQ_outbox_messages_message_id',
         claim: 'IDX_outbox_messages_claim',
-        key: 'IDX_outbox_messages_key',
+        key: 'IDX_outbox_messages_key_destination',
+        legacyKey: 'IDX_outbox_messages_key',
         cleanup: 'IDX_outbox_messages_cleanup',
         dead: 'IDX_outbox_messages_dead',
       },
@@ -78,15 +80,15 @@ describe('outbox table names', () => {
   });
 
   it('check name lengths per database: 63 bytes on PostgreSQL, 64 on MySQL/MariaDB, none on SQLite', () => {
-    // The longest derived name is UQ_<prefix>idempotency_steps_scope_key_step: 35 characters + the prefix.
-    const at64 = outboxTableNames({ prefix: 'p'.repeat(29) });
+    // The longest derived name is UQ_<prefix>outbox_messages_message_destination: 38 characters + the prefix.
+    const at64 = outboxTableNames({ prefix: 'p'.repeat(26) });
     expect(() => checkTableNamesFor(at64, 'postgres', 'test')).toThrow(OutboxConfigurationError);
     expect(() => checkTableNamesFor(at64, 'postgres', 'test')).toThrow(
-      /longer than postgres allows \(63 bytes\): UQ_p{29}idempotency_steps_scope_key_step\. Shorten the prefix by at least 1/,
+      /longer than postgres allows \(63 bytes\): UQ_p{26}outbox_messages_message_destination\. Shorten the prefix by at least 1/,
     );
     expect(() => checkTableNamesFor(at64, 'mariadb', 'test')).not.toThrow();
-    expect(() => checkTableNamesFor(outboxTableNames({ prefix: 'p'.repeat(30) }), 'mysql', 'test')).toThrow(/64 bytes/);
-    expect(() => checkTableNamesFor(outboxTableNames({ prefix: 'p'.repeat(28) }), 'postgres', 'test')).not.toThrow();
+    expect(() => checkTableNamesFor(outboxTableNames({ prefix: 'p'.repeat(27) }), 'mysql', 'test')).toThrow(/64 bytes/);
+    expect(() => checkTableNamesFor(outboxTableNames({ prefix: 'p'.repeat(25) }), 'postgres', 'test')).not.toThrow();
     expect(() => checkTableNamesFor(at64, 'better-sqlite3', 'test')).not.toThrow();
   });
 
@@ -130,6 +132,7 @@ describe('outboxEntities() and outboxMigrations()', () => {
       'CreateIdempotencyKeys_billing_1764460800000',
       'AddOutboxAttempts_billing_1765152000000',
       'CreateIdempotencySteps_billing_1765411200000',
+      'AddOutboxDestinations_billing_1765497600000',
     ]);
     expect(names({ schema: 'billing' })[0]).toBe('CreateOutboxTables_billing.1764374400000');
     expect(names({ schema: 'b', prefix: 'x_' })[0]).toBe('CreateOutboxTables_b.x_1764374400000');

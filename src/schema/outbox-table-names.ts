@@ -66,9 +66,15 @@ const naming = new DefaultNamingStrategy();
 export const indexNamesOf = {
   messages: (m: string) => ({
     primaryKey: naming.primaryKeyName(m, ['seq']),
-    messageIdUnique: `UQ_${m}_message_id`,
+    /** Unique on `(message_id, destination)` (since `AddOutboxDestinations1765497600000`). */
+    messageIdUnique: `UQ_${m}_message_destination`,
+    /** Unique on `message_id` alone, made by `CreateOutboxTables1764374400000` and dropped by the destinations' migration. */
+    legacyMessageIdUnique: `UQ_${m}_message_id`,
     claim: `IDX_${m}_claim`,
-    key: `IDX_${m}_key`,
+    /** `(ordering_key, status, destination, seq)`: per-key order per destination. */
+    key: `IDX_${m}_key_destination`,
+    /** `(ordering_key, status, seq)`, made by the first migration and replaced by `key`. */
+    legacyKey: `IDX_${m}_key`,
     cleanup: `IDX_${m}_cleanup`,
     dead: `IDX_${m}_dead`,
   }),

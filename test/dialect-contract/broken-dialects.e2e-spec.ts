@@ -33,6 +33,19 @@ const IgnoresLease = rewriteClaimable((where, now, c) =>
 /** Claims a key's rows behind an unsent head. */
 const IgnoresKeyOrder = rewriteClaimable((where) => where.slice(0, where.indexOf(' AND (m."ordering_key" IS NULL')));
 
+/** One order per key whatever the destinations (as before per-destination rows). */
+const IgnoresDestinations = rewriteClaimable((where) =>
+  where.replace(
+    `(e."destination" = '' AND m."destination" <> '' OR (e."destination" = m."destination" OR m."destination" = '') AND `,
+    '(',
+  ),
+);
+
+/** Lets a one-destination row pass an earlier every-destination row that is itself held back by another destination. */
+const PassesHeldBackAllRow = rewriteClaimable((where) =>
+  where.replace(`(e."destination" = '' AND m."destination" <> '' OR `, '(1 = 0 OR '),
+);
+
 /** Marks rows sent whoever holds the claim (no fencing). */
 class MarkSentIgnoresOwner extends SqliteOutboxDialect {
   async markSent(manager: EntityManager, table: string, _owner: string, seqs: readonly string[]): Promise<number> {
@@ -137,7 +150,9 @@ const broken: Array<{ name: string; dialect: new () => OutboxDialect; caughtBy: 
     dialect: IgnoresDueTime,
     caughtBy: [
       check('claim() takes only rows that are due'),
-      check("claim() keeps each key's order"),
+      check("claim() keeps each key's order:"),
+      check("claim() keeps each key's order per destination"),
+      check('claim(): a row for every destination'),
       check('markFailed() schedules'),
       check('requeueDead() makes'),
     ],
@@ -150,14 +165,29 @@ const broken: Array<{ name: string; dialect: new () => OutboxDialect; caughtBy: 
       check('claim() takes only rows that are due'),
       check('claim() takes at most `limit` rows'),
       check('claim() sets a lease'),
-      check("claim() keeps each key's order"),
+      check("claim() keeps each key's order:"),
+      check("claim() keeps each key's order per destination"),
       check('requeueDead() makes'),
     ],
   },
   {
     name: "claim() ignores a key's order",
     dialect: IgnoresKeyOrder,
-    caughtBy: [check("claim() keeps each key's order")],
+    caughtBy: [
+      check("claim() keeps each key's order:"),
+      check("claim() keeps each key's order per destination"),
+      check('claim(): a row for every destination'),
+    ],
+  },
+  {
+    name: 'claim() ignores the destinations',
+    dialect: IgnoresDestinations,
+    caughtBy: [check("claim() keeps each key's order per destination"), check('claim(): a row for every destination')],
+  },
+  {
+    name: 'claim() lets a row pass an earlier every-destination row held back elsewhere',
+    dialect: PassesHeldBackAllRow,
+    caughtBy: [check('claim(): a row for every destination')],
   },
   { name: 'markSent() ignores the owner', dialect: MarkSentIgnoresOwner, caughtBy: [check('markSent()')] },
   { name: 'release() keeps the attempt counted', dialect: ReleaseKeepsAttempt, caughtBy: [check('release()')] },

@@ -115,6 +115,7 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
           payload: '{"id":1,"text":"ünï ✓"}',
           headers: '{"tenant":"acme"}',
           key: 'k',
+          destination: '',
           attempts: 1,
           ageMs: expect.any(Number),
         },
@@ -125,6 +126,7 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
           payload: '[]',
           headers: null,
           key: null,
+          destination: '',
           attempts: 1,
           ageMs: expect.any(Number),
         },
@@ -135,6 +137,7 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
           payload: '{"id":2}',
           headers: null,
           key: 'k',
+          destination: '',
           attempts: 1,
           ageMs: expect.any(Number),
         },
@@ -256,6 +259,68 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
       expect(await claim(s, randomUUID())).toEqual([]);
       expect(await s.dialect.purgeDead(s.dataSource.manager, s.table, [n.k1])).toBe(1);
       expect(ids(await claim(s, randomUUID()))).toEqual([n.k2, n.k3]);
+    },
+  },
+  {
+    name: "claim() keeps each key's order per destination: a held-back head holds back only its own destination's rows",
+    async run(s) {
+      await reset(s);
+      const n = names('m1', 'm2', 'm3');
+      // Three messages of key k, each one row for broker:A and one for handler:h (same message id).
+      for (const id of [n.m1, n.m2, n.m3]) {
+        await insert(
+          s,
+          { messageId: id, key: 'k', destination: 'broker:A' },
+          { messageId: id, key: 'k', destination: 'handler:h' },
+        );
+      }
+      const a = randomUUID();
+      const first = await claim(s, a, 2);
+      expect(first.map((r) => [r.messageId, r.destination])).toEqual([
+        [n.m1, 'broker:A'],
+        [n.m1, 'handler:h'],
+      ]);
+      // A's head waits for a retry: A's later rows wait, h's flow.
+      const headA = first.find((r) => r.destination === 'broker:A')!;
+      const headH = first.find((r) => r.destination === 'handler:h')!;
+      await s.dialect.markFailed(s.dataSource.manager, s.table, a, [
+        { seq: headA.seq, error: 'down', retryDelay: 60_000, dead: false },
+      ]);
+      await s.dialect.markSent(s.dataSource.manager, s.table, a, [headH.seq]);
+      const rest = await claim(s, randomUUID());
+      expect(rest.map((r) => [r.messageId, r.destination])).toEqual([
+        [n.m2, 'handler:h'],
+        [n.m3, 'handler:h'],
+      ]);
+      // A's head is dead: A still waits; purging it lets A's rows go, in order.
+      await s.dataSource.getRepository(OutboxMessage).update({ seq: headA.seq }, { status: 'dead' });
+      expect(await claim(s, randomUUID())).toEqual([]);
+      await s.dataSource.getRepository(OutboxMessage).delete({ seq: headA.seq });
+      expect((await claim(s, randomUUID())).map((r) => [r.messageId, r.destination])).toEqual([
+        [n.m2, 'broker:A'],
+        [n.m3, 'broker:A'],
+      ]);
+    },
+  },
+  {
+    name: "claim(): a row for every destination ('') is in every destination's order of its key",
+    async run(s) {
+      await reset(s);
+      const n = names('old', 'a1', 'b1', 'dead', 'all', 'b2');
+      // An every-destination row waiting for a retry holds back both destinations of its key.
+      await insert(s, { messageId: n.old, key: 'k', delay: 60_000 });
+      await insert(s, { messageId: n.a1, key: 'k', destination: 'broker:A' });
+      await insert(s, { messageId: n.b1, key: 'k', destination: 'broker:B' });
+      // On key j: A's dead head holds back the every-destination row after it, and so B's row after that one.
+      await insert(s, { messageId: n.dead, key: 'j', destination: 'broker:A' });
+      await insert(s, { messageId: n.all, key: 'j' });
+      await insert(s, { messageId: n.b2, key: 'j', destination: 'broker:B' });
+      await update(s, [n.dead], { status: 'dead' });
+      expect(await claim(s, randomUUID())).toEqual([]);
+      // Once the held-back rows are gone, the rest go.
+      await s.dialect.purgeDead(s.dataSource.manager, s.table, [n.dead]);
+      await s.dataSource.getRepository(OutboxMessage).delete({ messageId: n.old });
+      expect(ids(await claim(s, randomUUID()))).toEqual([n.a1, n.b1, n.all]);
     },
   },
   {
@@ -458,11 +523,13 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
     },
   },
   {
-    name: 'isUniqueViolation() recognizes a duplicate message id (and its index) and nothing else',
+    name: 'isUniqueViolation() recognizes a duplicate message id of one destination (and its index) and nothing else',
     async run(s) {
       await reset(s);
       const n = names('a');
       await insert(s, { messageId: n.a });
+      // The same message id for another destination is another row of the message.
+      await insert(s, { messageId: n.a, destination: 'handler:h' });
       const duplicate = await insert(s, { messageId: n.a }).then(
         () => undefined,
         (e: unknown) => e,
@@ -471,7 +538,11 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
       expect(s.dialect.isUniqueViolation(duplicate)).toBe(true);
       // The library names an index by name, table and columns (UniqueIndexRef): SQLite's error names only the
       // columns, so a bare index name (what the interface's signature declares) cannot be matched there.
-      const index = { name: 'UQ_outbox_messages_message_id', table: s.table, columns: ['message_id'] };
+      const index = {
+        name: 'UQ_outbox_messages_message_destination',
+        table: s.table,
+        columns: ['message_id', 'destination'],
+      };
       const otherIndex = { name: 'UQ_outbox_messages_pattern', table: s.table, columns: ['pattern'] };
       expect(s.dialect.isUniqueViolation(duplicate, index as never)).toBe(true);
       expect(s.dialect.isUniqueViolation(duplicate, otherIndex as never)).toBe(false);

@@ -43,6 +43,7 @@ export function renderConsolePage(base: string): string {
   <form id="filters">
     <label>Pattern<input id="f-pattern" name="pattern" autocomplete="off"></label>
     <label>Key<input id="f-key" name="key" autocomplete="off"></label>
+    <label>Destination<input id="f-destination" name="destination" autocomplete="off" placeholder="broker:… / handler:… / *"></label>
     <label>Error contains<input id="f-errorContains" name="errorContains" autocomplete="off"></label>
     <label>Dead since<input id="f-deadSince" name="deadSince" type="datetime-local"></label>
     <label>Dead before<input id="f-deadBefore" name="deadBefore" type="datetime-local"></label>
@@ -55,7 +56,7 @@ export function renderConsolePage(base: string): string {
   </div>
   <p id="notice" role="status"></p>
   <table>
-    <thead><tr><th>Dead since</th><th>Pattern</th><th>Key</th><th>Attempts</th><th>Last error</th></tr></thead>
+    <thead><tr><th>Dead since</th><th>Pattern</th><th>Key</th><th>Destination</th><th>Attempts</th><th>Last error</th></tr></thead>
     <tbody id="dead-rows"></tbody>
   </table>
   <p id="empty" class="muted" hidden>No dead message matches.</p>

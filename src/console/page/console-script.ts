@@ -179,7 +179,7 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
   // ── dead letters ───────────────────────────────────────────────────────────────────────────────────────────
   function readFilter() {
     var f = {};
-    ['pattern', 'key', 'errorContains'].forEach(function (name) {
+    ['pattern', 'key', 'destination', 'errorContains'].forEach(function (name) {
       var v = $('f-' + name).value.trim();
       if (v) f[name] = v;
     });
@@ -198,10 +198,11 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
       page.items.forEach(function (m) {
         var row = el('tr', { 'data-id': m.messageId, tabindex: '0' }, [
           text('td', when(m.deadAt)), text('td', m.pattern), text('td', m.key == null ? '—' : m.key),
+          text('td', destinationLabel(m.destination)),
           text('td', m.attempts, { class: 'num' }), text('td', m.lastError, { class: 'err' }),
         ]);
-        row.addEventListener('click', function () { openMessage(m.messageId); });
-        row.addEventListener('keydown', function (e) { if (e.key === 'Enter') openMessage(m.messageId); });
+        row.addEventListener('click', function () { openMessage(m.messageId, m.destination); });
+        row.addEventListener('keydown', function (e) { if (e.key === 'Enter') openMessage(m.messageId, m.destination); });
         body.append(row);
       });
       state.cursor = page.nextCursor;
@@ -211,15 +212,21 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
   }
 
   // ── one message ────────────────────────────────────────────────────────────────────────────────────────────
-  function openMessage(id) {
-    return call('GET', 'messages/' + encodeURIComponent(id)).then(function (m) {
+  function destinationLabel(d) { return d ? d : 'all (decided when published)'; }
+  function openMessage(id, destination) {
+    var at = destination == null ? '' : query({ destination: destination });
+    return call('GET', 'messages/' + encodeURIComponent(id) + at).then(function (m) {
       state.selected = m;
       var panel = $('detail');
       panel.hidden = false;
       $('d-title').textContent = m.pattern + ' · ' + m.messageId;
       var facts = $('d-facts');
       while (facts.firstChild) facts.removeChild(facts.firstChild);
-      [['Status', m.status], ['Key', m.key == null ? '—' : m.key], ['Attempts', m.attempts],
+      [['Status', m.status], ['Key', m.key == null ? '—' : m.key],
+        ['Destination', destinationLabel(m.destination)],
+        ['All destinations', m.destinations.map(function (d) {
+          return destinationLabel(d.destination) + ': ' + d.status;
+        }).join(' · ')], ['Attempts', m.attempts],
         ['Written', when(m.createdAt)], ['Dead since', when(m.deadAt)], ['Last error', m.lastError || '—']]
         .forEach(function (pair) { facts.append(text('dt', pair[0]), text('dd', pair[1])); });
       var payload = m.payload;

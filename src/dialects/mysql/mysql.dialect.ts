@@ -160,12 +160,12 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
       `SELECT 1 FROM ${this.quoteTable(table)} e
         WHERE e.${q('ordering_key')} = ${m}.${q('ordering_key')} AND e.${q('status')} = '${status}'
           AND e.${q('seq')} < ${m}.${q('seq')}`;
+    const waiting = `(e.${q('available_at')} > ${now} OR e.${q('claimed_until')} >= ${now})`;
     return `${m}.${q('status')} = 'pending'
       AND ${m}.${q('available_at')} <= ${now} AND (${until} IS NULL OR ${until} < ${now})
       AND (${m}.${q('ordering_key')} IS NULL OR (
-        NOT EXISTS (${earlier('dead')})
-        AND NOT EXISTS (${earlier('pending')}
-          AND (e.${q('available_at')} > ${now} OR e.${q('claimed_until')} >= ${now}))
+        NOT EXISTS (${earlier('dead')} AND ${this.sameDestination('e', m)})
+        AND NOT EXISTS (${earlier('pending')} AND ${this.heldBackBy('e', m, waiting)})
       ))`;
   }
 

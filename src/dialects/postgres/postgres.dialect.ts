@@ -150,12 +150,12 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
   async claim(manager: EntityManager, { table, owner, limit, leaseMs }: ClaimRequest): Promise<ClaimedOutboxRow[]> {
     const q = (c: string) => this.quote(c);
     const t = this.quoteTable(table);
-    // c: the rows this claim locks; ok: of those, keyed rows only when no earlier unsent row of their key is
-    // outside c (held by a concurrent claim that has not committed yet).
+    // c: the rows this claim locks; ok: of those, keyed rows only when no earlier unsent row of their key and
+    // destination is outside c (held by a concurrent claim that has not committed yet).
     const { records } = await this.execute(
       manager,
       `WITH c AS MATERIALIZED (
-         SELECT m.${q('seq')}, m.${q('ordering_key')}
+         SELECT m.${q('seq')}, m.${q('ordering_key')}, m.${q('destination')}
          FROM ${t} m
          WHERE ${this.claimableWhere(table)}
          ORDER BY m.${q('status')}, m.${q('seq')}
@@ -170,6 +170,7 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
            FROM ${t} e
            WHERE e.${q('ordering_key')} = c.${q('ordering_key')}
              AND e.${q('status')} IN ('pending', 'dead') AND e.${q('seq')} < c.${q('seq')}
+             AND ${this.sameDestination('e', 'c')}
              AND e.${q('seq')} NOT IN (SELECT c2.${q('seq')} FROM c c2)
          )
        )

@@ -1,12 +1,15 @@
 import type { InjectionToken } from '@nestjs/common';
 import type { ModuleRef } from '@nestjs/core';
 import type { ClientProxy } from '@nestjs/microservices';
-import { OutboxRouteError } from '../../errors';
+import { OutboxConfigurationError, OutboxRouteError } from '../../errors';
 import type { ResolvedOutboxOptions } from '../../outbox.options';
 import { describeError } from '../../util/describe-error';
 import { PublisherClient } from '../publisher-client';
 import type { OutboxRouteMessage } from './outbox-route.types';
 import { tokenName } from './route.options-validation';
+
+/** Longest client token name a row can name as its destination (`broker:<name>` in 255 characters). */
+const MAX_TOKEN_NAME = 240;
 
 /** One broker a message can be published to: a `ClientProxy` and its state. */
 export interface BrokerDestination {
@@ -43,6 +46,25 @@ export class BrokerDestinations {
       client: new PublisherClient(moduleRef, { client: token, transport, cloudEvents }, optionName),
       unreachableStreak: 0,
     }));
+    const names = new Map<string, string>();
+    for (const [token, optionName] of tokens) {
+      // Rows name their broker by the token's name (`broker:<name>`): two clients must not share one.
+      const name = tokenName(token);
+      const other = names.get(name);
+      if (other !== undefined) {
+        throw new OutboxConfigurationError(
+          `OutboxModule option \`${optionName}\` and \`${other}\` are both named ${name}: outbox rows name their ` +
+            'broker by its token name, so the names must differ. Give one client a token of another name.',
+        );
+      }
+      if (name.length > MAX_TOKEN_NAME) {
+        throw new OutboxConfigurationError(
+          `OutboxModule option \`${optionName}\` names a client token of ${name.length} characters; outbox rows ` +
+            `store it (as broker:<name>) in a column of 255, so keep it to ${MAX_TOKEN_NAME}. Use a shorter token.`,
+        );
+      }
+      names.set(name, optionName);
+    }
     for (const destination of this.list) this.byToken.set(destination.token, destination);
   }
 

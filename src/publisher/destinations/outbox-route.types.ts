@@ -30,13 +30,14 @@ export interface OutboxRoute {
    */
   clients: readonly InjectionToken[];
   /**
-   * Picks the client of one message (called once per publish attempt, so keep it pure: the same message must go
-   * to the same client). Returning a token not in `clients` (or throwing) does not lose the message: the attempt
-   * fails with `OutboxRouteError`, is retried with backoff and, after `retry.maxAttempts`, dead-lettered.
-   * Return `null` for a message that must not leave the process: it goes to its `@OnOutboxEvent()` handlers only
-   * (`undefined` is an error, so a forgotten case is not taken for that). Per-key order holds over all of a key's
-   * messages, so route by pattern or by key, so that one client's outage holds back only the keys that have
-   * messages for it.
+   * Picks the client of one message, when it is written (`emit()` / `emitMany()`): the message gets a row for that
+   * client (`broker:<token>`) beside one per `@OnOutboxEvent()` handler, each delivered on its own, and a key's order
+   * holds per client — one client's outage holds back only its own rows. Keep it pure and fast. Returning a token
+   * not in `clients` (or throwing) does not lose the message nor fail `emit()`: the message is written as one row for
+   * every destination, `select()` runs again at publish time, and the attempt fails with `OutboxRouteError`, is
+   * retried with backoff and, after `retry.maxAttempts`, dead-lettered. Return `null` for a message that must not
+   * leave the process: it goes to its `@OnOutboxEvent()` handlers only (`undefined` is an error, so a forgotten case
+   * is not taken for that).
    */
   select: (message: OutboxRouteMessage) => InjectionToken | null;
 }

@@ -1,6 +1,6 @@
 import type { ModuleRef } from '@nestjs/core';
 import type { ClientProxy } from '@nestjs/microservices';
-import type { ClaimedOutboxRow, OutboxFailure } from '../../dialects/outbox-dialect';
+import type { ClaimedOutboxRow, NewOutboxRow, OutboxFailure } from '../../dialects/outbox-dialect';
 import {
   OutboxConfigurationError,
   OutboxHandlerInFlightError,
@@ -21,6 +21,17 @@ import { startProducerSpan } from '../producer-span';
 import { BatchOutcome, dispatchWithin, failureOf, outgoingMessage } from '../publish-pass';
 import { BrokerDestination, BrokerDestinations } from './broker-destinations';
 import { DeliveryPart, deliverToAll } from './deliver-to-all';
+import {
+  ALL_DESTINATIONS,
+  brokerDestination,
+  handlerDestination,
+  ParsedDestination,
+  parseDestination,
+} from './destination-names';
+import { tokenName } from './route.options-validation';
+
+/** The destinations of a message written as one row for every destination. */
+const EVERY_DESTINATION: readonly string[] = Object.freeze([ALL_DESTINATIONS]);
 
 /**
  * Where the rows of one outbox go and what a failed delivery means: the brokers (none, the `client`, or the
@@ -52,10 +63,40 @@ export class RowDelivery {
   }
 
   /**
-   * Delivers one row to all of its destinations and resolves once every one succeeded (see
-   * `OutboxPublisher.publish()`).
+   * The destinations a message is written to, one row each (see `destination-names.ts`): the broker
+   * `route.select()` returns (or the `client`) and each `@OnOutboxEvent()` handler of its pattern. One row for every
+   * destination (`['']`, delivered as in earlier versions) when that is the same: the outbox has no `route` and the
+   * message at most one destination. Also `['']` when `route.select()` fails here: it runs again at publish time,
+   * where its error is retried and dead-lettered (never lost).
+   */
+  destinationsOf(message: Pick<NewOutboxRow, 'messageId' | 'pattern' | 'key' | 'headers'>): readonly string[] {
+    const handlers = this.handlers?.handlersOf(message.pattern) ?? [];
+    if (!this.options.route) {
+      const broker = this.brokers.primary;
+      if ((broker ? 1 : 0) + handlers.length <= 1) return EVERY_DESTINATION;
+      const names = handlers.map((h) => handlerDestination(h.name));
+      return broker ? [brokerDestination(broker.token), ...names] : names;
+    }
+    let broker: BrokerDestination | null;
+    try {
+      const { messageId, pattern, key } = message;
+      const headers = message.headers ? (JSON.parse(message.headers) as Record<string, string>) : {};
+      broker = this.brokers.select({ messageId, pattern, key, headers });
+    } catch (error) {
+      if (error instanceof OutboxRouteError) return EVERY_DESTINATION;
+      throw error;
+    }
+    const names = handlers.map((h) => handlerDestination(h.name));
+    if (broker) names.unshift(brokerDestination(broker.token));
+    return names.length === 0 ? EVERY_DESTINATION : names;
+  }
+
+  /**
+   * Delivers one row to its destination: the one it names, or (`''`) every destination of its message, resolving
+   * once every one succeeded (see `OutboxPublisher.publish()`).
    */
   async deliver(client: ClientProxy | undefined, row: ClaimedOutboxRow): Promise<void> {
+    if (row.destination !== ALL_DESTINATIONS) return this.deliverTo(client, row, parseDestination(row.destination));
     const message = outgoingMessage(row);
     const parts: DeliveryPart[] = [];
     const broker = this.brokerOf(message);
@@ -77,9 +118,31 @@ export class RowDelivery {
     await deliverToAll(parts);
   }
 
+  /** Delivers a row written for one destination; `OutboxNoDestinationError` when it no longer exists. */
+  private async deliverTo(
+    client: ClientProxy | undefined,
+    row: ClaimedOutboxRow,
+    destination: ParsedDestination,
+  ): Promise<void> {
+    if (destination.kind === 'broker') {
+      const broker = this.brokers.all.find((b) => tokenName(b.token) === destination.name);
+      if (broker) return this.publishToBroker(client, row, outgoingMessage(row), broker);
+    } else if (destination.kind === 'handler') {
+      const handler = this.handlers?.handlersOf(row.pattern).find((h) => h.name === destination.name);
+      if (handler) {
+        const handled = { ...outgoingMessage(row), attempts: row.attempts };
+        await this.handlerSlots.run(() => runOutboxHandler(this.idempotency!, handler, handled));
+        return;
+      }
+    }
+    throw new OutboxNoDestinationError(missingDestination(row, destination));
+  }
+
   /** What a failed delivery means for its row (see `OutboxPublisher.toFailure()`). */
   failureOf(row: ClaimedOutboxRow, error: unknown): OutboxFailure {
-    error = this.inFlight.judge(row.messageId, error); // held past the grace: counted, as a handler failure
+    // Held past the grace: counted, as a handler failure. Tracked per row (message and destination): each handler's
+    // row of a message has its own episode.
+    error = this.inFlight.judge(`${row.messageId}\u0000${row.destination}`, error);
     if (error instanceof OutboxHandlerInFlightError) {
       // Not the message's failure: the attempt is given back (as for an unreachable broker) and retried later.
       const { seq, attempts } = row;
@@ -179,5 +242,29 @@ export class RowDelivery {
       throw error;
     }
     span?.end();
+  }
+}
+
+/** The text of `OutboxNoDestinationError` for a row whose destination the app no longer has, with the fix. */
+function missingDestination(row: ClaimedOutboxRow, destination: ParsedDestination): string {
+  const what = `Message ${row.messageId} (pattern '${row.pattern}') was written for the destination '${row.destination}'`;
+  switch (destination.kind) {
+    case 'broker':
+      return (
+        `${what}, but this outbox has no broker client named ${destination.name} (not its \`client\` nor in ` +
+        '`route.clients`). Add the client back (a ClientsModule client with that token) and requeue the row once it ' +
+        'went dead, or purge it if that broker is gone for good.'
+      );
+    case 'handler':
+      return (
+        `${what}, but no @OnOutboxEvent('${row.pattern}') handler is named '${destination.name}' in this outbox. ` +
+        `Add it back (@OnOutboxEvent('${row.pattern}', { name: '${destination.name}' })) and requeue the row once ` +
+        'it went dead, or purge it if that handler is gone for good.'
+      );
+    default:
+      return (
+        `${what}, which this version does not know (expected '', 'broker:<token>' or 'handler:<name>'). Publish ` +
+        'it with the version that wrote it, or purge it.'
+      );
   }
 }

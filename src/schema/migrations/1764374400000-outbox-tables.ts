@@ -44,9 +44,9 @@ function createStatements(type: string, n: MigrationNames): string[] {
           `"attempts" integer NOT NULL DEFAULT '0', "available_at" bigint NOT NULL, "created_at" bigint NOT NULL, ` +
           `"sent_at" bigint, "claimed_by" character varying(36), "claimed_until" bigint, "last_error" text, ` +
           `CONSTRAINT ${q(i.primaryKey)} PRIMARY KEY ("seq"))`,
-        `CREATE UNIQUE INDEX ${q(i.messageIdUnique)} ON ${t} ("message_id")`,
+        `CREATE UNIQUE INDEX ${q(i.legacyMessageIdUnique)} ON ${t} ("message_id")`,
         `CREATE INDEX ${q(i.cleanup)} ON ${t} ("status", "sent_at")`,
-        `CREATE INDEX ${q(i.key)} ON ${t} ("ordering_key", "status", "seq")`,
+        `CREATE INDEX ${q(i.legacyKey)} ON ${t} ("ordering_key", "status", "seq")`,
         `CREATE INDEX ${q(i.claim)} ON ${t} ("status", "seq")`,
       ];
     case 'mysql':
@@ -59,9 +59,9 @@ function createStatements(type: string, n: MigrationNames): string[] {
           "`ordering_key` varchar(255) NULL, `status` varchar(16) NOT NULL DEFAULT 'pending', " +
           '`attempts` int NOT NULL DEFAULT 0, `available_at` bigint NOT NULL, `created_at` bigint NOT NULL, ' +
           '`sent_at` bigint NULL, `claimed_by` varchar(36) NULL, `claimed_until` bigint NULL, ' +
-          `\`last_error\` text NULL, UNIQUE INDEX ${q(i.messageIdUnique)} (\`message_id\`), ` +
+          `\`last_error\` text NULL, UNIQUE INDEX ${q(i.legacyMessageIdUnique)} (\`message_id\`), ` +
           `INDEX ${q(i.cleanup)} (\`status\`, \`sent_at\`), ` +
-          `INDEX ${q(i.key)} (\`ordering_key\`, \`status\`, \`seq\`), ` +
+          `INDEX ${q(i.legacyKey)} (\`ordering_key\`, \`status\`, \`seq\`), ` +
           `INDEX ${q(i.claim)} (\`status\`, \`seq\`), PRIMARY KEY (\`seq\`)) ENGINE=InnoDB`,
       ];
     case 'better-sqlite3':
@@ -73,9 +73,9 @@ function createStatements(type: string, n: MigrationNames): string[] {
           `"headers" text, "ordering_key" varchar(255), "status" varchar(16) NOT NULL DEFAULT ('pending'), ` +
           `"attempts" integer NOT NULL DEFAULT (0), "available_at" bigint NOT NULL, "created_at" bigint NOT NULL, ` +
           `"sent_at" bigint, "claimed_by" varchar(36), "claimed_until" bigint, "last_error" text)`,
-        `CREATE UNIQUE INDEX ${q(i.messageIdUnique)} ON ${t} ("message_id")`,
+        `CREATE UNIQUE INDEX ${q(i.legacyMessageIdUnique)} ON ${t} ("message_id")`,
         `CREATE INDEX ${q(i.cleanup)} ON ${t} ("status", "sent_at")`,
-        `CREATE INDEX ${q(i.key)} ON ${t} ("ordering_key", "status", "seq")`,
+        `CREATE INDEX ${q(i.legacyKey)} ON ${t} ("ordering_key", "status", "seq")`,
         `CREATE INDEX ${q(i.claim)} ON ${t} ("status", "seq")`,
       ];
     default:

@@ -2,6 +2,7 @@ import { CreateOutboxTables1764374400000 } from './1764374400000-outbox-tables';
 import { CreateIdempotencyKeys1764460800000 } from './1764460800000-idempotency-keys';
 import { AddOutboxAttempts1765152000000 } from './1765152000000-outbox-attempts';
 import { CreateIdempotencySteps1765411200000 } from './1765411200000-idempotency-steps';
+import { AddOutboxDestinations1765497600000 } from './1765497600000-outbox-destinations';
 import { migrationForTables } from './migration-names';
 import { outboxTableNames, type OutboxTableNames, type OutboxTablesOptions } from '../outbox-table-names';
 
@@ -16,6 +17,7 @@ export const OUTBOX_MIGRATIONS = [
   CreateIdempotencyKeys1764460800000,
   AddOutboxAttempts1765152000000,
   CreateIdempotencySteps1765411200000,
+  AddOutboxDestinations1765497600000,
 ] as const;
 
 /** One set of migrations per table names, so that asking twice gives the same classes. */
