@@ -38,8 +38,8 @@ for (const kind of kinds) {
       });
 
       const ran = (await ds.runMigrations()).map((m) => m.name);
-      // Every set's four migrations, recorded under names of their own, in timestamp order.
-      expect(ran).toHaveLength(4 * (sets.length + 1));
+      // Every set's five migrations, recorded under names of their own, in timestamp order.
+      expect(ran).toHaveLength(5 * (sets.length + 1));
       expect(ran.filter((n) => n.startsWith('CreateOutboxTables'))).toEqual([
         'CreateOutboxTables1764374400000',
         'CreateOutboxTables_billing_1764374400000',
@@ -68,19 +68,25 @@ for (const kind of kinds) {
           'IDX_billing_outbox_messages_claim',
           'IDX_billing_outbox_messages_cleanup',
           'IDX_billing_outbox_messages_dead',
-          'IDX_billing_outbox_messages_key',
-          'UQ_billing_outbox_messages_message_id',
+          'IDX_billing_outbox_messages_key_destination',
+          'UQ_billing_outbox_messages_message_destination',
         ]);
-        // Reverting the last one (the steps tables, newest timestamp) drops each set's own steps table.
-        for (const _ of sets) await ds.undoLastMigration();
-        await ds.undoLastMigration();
+        // Reverting the last one (the destinations, newest timestamp) drops each set's own destination column.
+        for (const _ of [{}, ...sets]) await ds.undoLastMigration();
+        for (const s of [{}, ...sets]) {
+          const [messages] = tablesOf(s);
+          const columns = (await runner.getTable(messages))!.columns.map((c) => c.name);
+          expect({ messages, destination: columns.includes('destination') }).toEqual({ messages, destination: false });
+        }
+        // The one before (the steps tables) drops each set's own steps table.
+        for (const _ of [{}, ...sets]) await ds.undoLastMigration();
         for (const s of [{}, ...sets]) {
           const [messages, , , , steps] = tablesOf(s);
           expect(await runner.hasTable(steps)).toBe(false);
           expect(await runner.hasTable(messages)).toBe(true);
         }
         // And the rest of the way down drops every table.
-        for (let left = ran.length - (sets.length + 1); left > 0; left--) await ds.undoLastMigration();
+        for (let left = ran.length - 2 * (sets.length + 1); left > 0; left--) await ds.undoLastMigration();
         for (const s of [{}, ...sets])
           for (const table of tablesOf(s)) expect(await runner.hasTable(table)).toBe(false);
       } finally {
