@@ -207,15 +207,19 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   protected async interceptRpc(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
     const options = this.optionsOf(context);
-    const data = context.switchToRpc().getData();
+    // An RPC context's arguments are (data, transport context): read by index, as `switchToRpc()` would without
+    // the two closures it builds on every call.
+    const data = context.getArgByIndex(0);
     const key = readMessageKey(context, data, options);
     if (typeof key !== 'string' || key.length === 0) {
       this.warnOnce(options.consumer, warnings.messageWithoutId(options.consumer));
       return this.runWithoutRecordRpc(context, next, options);
     }
+    // Awaited only when the `scope` option answers with a promise: an await of a plain string costs a promise hop.
+    const scope = this.scopeOf(context, options, options.consumer);
     const call: IdempotentCall = {
       key: this.boundedText(key),
-      scope: this.boundedText(await this.scopeOf(context, options, options.consumer)),
+      scope: this.boundedText(typeof scope === 'string' ? scope : await scope),
       fingerprint: this.messageFingerprint(context, data, options),
       options,
     };
@@ -235,7 +239,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /** The first delivery: runs the handler in the transaction with the record; settles the message after commit. */
-  protected async runFirstRpc(
+  protected runFirstRpc(
     context: ExecutionContext,
     next: CallHandler,
     attempt: IdempotencyAttempt,
@@ -251,7 +255,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /** A message without an id: its own transaction, no record; acked after the commit, requeued if anything fails. */
-  protected async runWithoutRecordRpc(
+  protected runWithoutRecordRpc(
     context: ExecutionContext,
     next: CallHandler,
     options: ResolvedIdempotentOptions,

@@ -15,7 +15,7 @@ export function readMessageKey(
   data: unknown,
   options: ResolvedIdempotentOptions,
 ): string | undefined {
-  return options.key ? options.key(data, context) : getOutboxMessageId(context);
+  return options.key ? options.key(data, context) : getOutboxMessageId(data, context.getArgByIndex(1));
 }
 
 /** The fingerprint every message nested too deeply gets (the message id decides). */

@@ -28,7 +28,7 @@ export function settle(
   logger: Pick<Logger, 'warn'>,
 ): boolean {
   if (!options.manualAck) return false;
-  const rpc = context.switchToRpc().getContext();
+  const rpc = context.getArgByIndex(1); // switchToRpc().getContext(), without its closures
   if (!(rpc instanceof RmqContext)) return false;
   const channel = rpc.getChannelRef();
   const message = rpc.getMessage();

@@ -5,17 +5,26 @@ import type { ExecutionContext } from '@nestjs/common';
  * the handler, the inner one lets it through. Tracked per request (HTTP) or transport context (messages) and per
  * handler: two handlers of one message share its transport context, and each is guarded.
  */
-const guarded = new WeakMap<object, Set<object>>();
+const guarded = new WeakMap<object, object | Set<object>>();
 
 /** Whether an outer application of an idempotency interceptor already guards this handler for this request. */
 export function isGuardedByOuterApplication(context: ExecutionContext): boolean {
-  const type = context.getType();
-  const holder = type === 'http' ? context.switchToHttp().getRequest() : context.switchToRpc().getContext();
+  // The request (HTTP: argument 0) or the transport context (RPC: argument 1), read without `switchTo…()`'s closures.
+  const holder = context.getArgByIndex(context.getType() === 'http' ? 0 : 1);
   if (typeof holder !== 'object' || holder === null) return false;
   const handler = context.getHandler();
-  let handlers = guarded.get(holder);
-  if (!handlers) guarded.set(holder, (handlers = new Set()));
-  if (handlers.has(handler)) return true;
-  handlers.add(handler);
+  // One handler (nearly always) is kept as it is; a Set only once a second handler shares the holder.
+  const seen = guarded.get(holder);
+  if (seen === undefined) {
+    guarded.set(holder, handler);
+    return false;
+  }
+  if (seen === handler) return true;
+  if (seen instanceof Set) {
+    if (seen.has(handler)) return true;
+    seen.add(handler);
+    return false;
+  }
+  guarded.set(holder, new Set([seen, handler]));
   return false;
 }

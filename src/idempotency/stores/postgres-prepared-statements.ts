@@ -61,10 +61,15 @@ export class PostgresPreparedStatements<K extends string> {
    * statements are off, or turn off now because the server already had them (a pooling proxy shares its
    * connections): then use the plain SQL.
    */
-  async prepareOn(client: PoolClient): Promise<boolean> {
+  prepareOn(client: PoolClient): boolean | Promise<boolean> {
     if (!this.enabled) return false;
+    // Synchronous once the connection has them: the hot path awaits no promise of its own for this check.
+    if (preparedOn.get(client)?.has(this.prepareAll)) return true;
+    return this.prepare(client);
+  }
+
+  private async prepare(client: PoolClient): Promise<boolean> {
     let sets = preparedOn.get(client);
-    if (sets?.has(this.prepareAll)) return true;
     try {
       await client.query(this.prepareAll);
     } catch (error) {

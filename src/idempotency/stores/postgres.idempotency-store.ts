@@ -20,6 +20,7 @@ import { sha256Hex } from '../../util/sha256';
 import { CHEAP_NOW_MS, PostgresMessageClaim } from './postgres.message-claim';
 import { PostgresPreparedStatements } from './postgres-prepared-statements';
 import { endPostgresTransaction } from './postgres-transaction-end';
+import { pgLiteral } from '../../dialects/postgres/postgres-literal';
 
 /** The columns an insert writes, in the order of its values. */
 const INSERT_COLUMNS = [
@@ -49,10 +50,10 @@ const INSERT_COLUMNS = [
  *
  * The three statements are server-side prepared statements (`postgres-prepared-statements.ts`): PostgreSQL plans
  * them once per connection, not once per request. Statements sent together go through the driver's simple-query
- * protocol, which takes no bound parameters: every literal (the `EXECUTE` arguments too) goes through the `pg`
- * client's own `escapeLiteral` (never concatenated raw), the lock id is a decimal integer and the rest is fixed
- * SQL. Advisory locks are per database and transaction-scoped, so they work behind transaction-pooling proxies
- * (where prepared statements turn themselves off).
+ * protocol, which takes no bound parameters: every literal (the `EXECUTE` arguments too) is written as the `pg`
+ * client's own `escapeLiteral` writes it (`pgLiteral`; never concatenated raw), the lock id is a decimal integer
+ * and the rest is fixed SQL. Advisory locks are per database and transaction-scoped, so they work behind
+ * transaction-pooling proxies (where prepared statements turn themselves off).
  */
 export class PostgresIdempotencyStore implements IdempotencyStore {
   private readonly dialect: SqlOutboxDialect;
@@ -127,10 +128,11 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     let prepared = false;
     let results: Array<{ rows: any[] }>;
     try {
-      prepared = await this.statements.prepareOn(client);
+      const ready = this.statements.prepareOn(client);
+      prepared = typeof ready === 'boolean' ? ready : await ready;
       const sql = prepared
         ? `BEGIN; ${this.statements.execute('locks', [keyLock, requestLock])}; ` +
-          this.statements.execute('read', [client.escapeLiteral(scope), client.escapeLiteral(key)])
+          this.statements.execute('read', [pgLiteral(client, scope), pgLiteral(client, key)])
         : `BEGIN;
         SELECT pg_try_advisory_xact_lock(${keyLock}) AS locked, pg_try_advisory_xact_lock(${requestLock}) AS request;
         ${this.selectSql(where)}`;
@@ -234,7 +236,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
   }
 
   private where(client: PoolClient, scope: string, key: string): string {
-    return `${this.sql.scope}${client.escapeLiteral(scope)}${this.sql.key}${client.escapeLiteral(key)}`;
+    return `${this.sql.scope}${pgLiteral(client, scope)}${this.sql.key}${pgLiteral(client, key)}`;
   }
 
   private selectSql(where: string): string {
@@ -251,7 +253,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     prepared: boolean,
   ): IdempotencyAttempt {
     const context = attemptContext(this.config.dataSource, runner.manager);
-    const lit = (value: string | null) => (value === null ? 'NULL' : client.escapeLiteral(value));
+    const lit = (value: string | null) => (value === null ? 'NULL' : pgLiteral(client, value));
     const rollback = async () => {
       // A failed statement leaves the transaction aborted; ROLLBACK ends it either way.
       await endPostgresTransaction(runner, client, 'ROLLBACK');

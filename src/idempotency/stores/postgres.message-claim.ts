@@ -3,6 +3,7 @@ import type { QueryRunner } from 'typeorm';
 import type { SqlOutboxDialect } from '../../dialects/sql-dialect.base';
 import { runInTransactionContext } from '../../transaction/transaction-context';
 import { runAfterCommit } from '../../transaction/transaction-runner';
+import { pgLiteral } from '../../dialects/postgres/postgres-literal';
 import {
   attemptContext,
   IdempotencyAttempt,
@@ -39,7 +40,8 @@ type RunnerState = { isTransactionActive: boolean; transactionDepth: number };
  *
  * As many round trips as a handler without the record, and one statement more. The statements are server-side
  * prepared statements (`postgres-prepared-statements.ts`), planned once per connection. Literals (the `EXECUTE`
- * arguments too) go through the `pg` client's own `escapeLiteral`; the row id is an integer from the database.
+ * arguments too) are written as the `pg` client's own `escapeLiteral` writes them (`pgLiteral`); the row id is an
+ * integer from the database.
  */
 export class PostgresMessageClaim {
   private readonly sql: { insert: string; conflict: string; select: string; key: string; update: string };
@@ -86,19 +88,21 @@ export class PostgresMessageClaim {
   async claim(scope: string, key: string, fingerprint: string, ttl: number): Promise<IdempotencyBegin> {
     const runner = this.config.dataSource.createQueryRunner();
     const client = (await runner.connect()) as PoolClient;
-    const [scopeText, keyText] = [client.escapeLiteral(scope), client.escapeLiteral(key)];
+    const scopeText = pgLiteral(client, scope);
+    const keyText = pgLiteral(client, key);
     let prepared = false;
     let results: Array<{ rows: any[] }>;
     try {
-      prepared = await this.statements.prepareOn(client);
+      const ready = this.statements.prepareOn(client);
+      prepared = typeof ready === 'boolean' ? ready : await ready;
       const claim = prepared
         ? this.statements.execute('claim', [
             scopeText,
             keyText,
-            client.escapeLiteral(fingerprint),
+            pgLiteral(client, fingerprint),
             String(Math.floor(ttl)),
           ])
-        : `${this.sql.insert}${scopeText}, ${keyText}, ${client.escapeLiteral(fingerprint)}, ${CHEAP_NOW_MS}, ` +
+        : `${this.sql.insert}${scopeText}, ${keyText}, ${pgLiteral(client, fingerprint)}, ${CHEAP_NOW_MS}, ` +
           `${CHEAP_NOW_MS} + ${Math.floor(ttl)})${this.sql.conflict}`;
       results = (await client.query(`BEGIN; ${claim}`)) as unknown as Array<{ rows: any[] }>;
     } catch (error) {
@@ -134,21 +138,23 @@ export class PostgresMessageClaim {
   private attempt(runner: QueryRunner, client: PoolClient, id: string, prepared: boolean): IdempotencyAttempt {
     const context = attemptContext(this.config.dataSource, runner.manager);
     const dialect = this.config.dialect as unknown as SqlOutboxDialect;
+    // Built only by the rarer endings (a response to store, no record at all): an event handler's delivery needs
+    // none of them, so it allocates nothing but the context and its own closures.
     const q = (c: string) => dialect.quote(c);
-    const lit = (value: string | null) => (value === null ? 'NULL' : client.escapeLiteral(value));
-    const rollback = () => endPostgresTransaction(runner, client, 'ROLLBACK');
+    const lit = (value: string | null) => (value === null ? 'NULL' : pgLiteral(client, value));
+    const where = () => `WHERE ${q('id')} = ${/^\d+$/.test(id) ? id : lit(id)}`;
     const commitWith = async (sql: string) => {
       await endPostgresTransaction(runner, client, sql);
       runAfterCommit(context);
     };
-    const where = `WHERE ${q('id')} = ${/^\d+$/.test(id) ? id : lit(id)}`;
     return {
       context,
       run: (work) => runInTransactionContext(context, work),
       commit: async (record: NewIdempotencyRecord) => {
         const { status, body, headers } = record;
         if (status === null && body === null && headers === null) {
-          await commitWith('COMMIT');
+          await endPostgresTransaction(runner, client, 'COMMIT');
+          if (context.afterCommit.length > 0) runAfterCommit(context);
         } else if (prepared) {
           const status_ = status === null ? 'NULL' : String(Math.floor(status));
           const row = /^\d+$/.test(id) ? id : lit(id);
@@ -159,12 +165,12 @@ export class PostgresMessageClaim {
             `${q('response_body')} = ${lit(body)}`,
             `${q('response_headers')} = ${lit(headers)}`,
           ].join(', ');
-          await commitWith(`${this.sql.update}${set} ${where}; COMMIT`);
+          await commitWith(`${this.sql.update}${set} ${where()}; COMMIT`);
         }
         return true;
       },
-      commitWithoutRecord: () => commitWith(`DELETE FROM ${dialect.quoteTable(this.config.table)} ${where}; COMMIT`),
-      rollback,
+      commitWithoutRecord: () => commitWith(`DELETE FROM ${dialect.quoteTable(this.config.table)} ${where()}; COMMIT`),
+      rollback: () => endPostgresTransaction(runner, client, 'ROLLBACK'),
     };
   }
 }
