@@ -34,11 +34,22 @@ export function stableJson(value: unknown, maxDepth = MAX_JSON_DEPTH): string {
 const SHALLOW_DEPTH = 32;
 const DEEPER = new Error('deeper than the shallow pass goes');
 
-/** `write` for values at most `limit` arrays and objects deep; throws `DEEPER` beyond. */
-function writeShallow(value: unknown, depth: number, limit: number): string | undefined {
+/** Marks a value `leafText()` leaves to the caller: a non-null array or object. */
+const BRANCH = Symbol('array or object');
+
+/** What `JSON.stringify` writes for `value`: the result of its `toJSON()` when it has one (a Date), else itself. */
+function jsonValueOf(value: unknown): unknown {
   if (value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function') {
-    value = (value as { toJSON: () => unknown }).toJSON();
+    return (value as { toJSON: () => unknown }).toJSON();
   }
+  return value;
+}
+
+/**
+ * The text of a value that is neither an array nor an object (BigInt as its decimal string), `undefined` for what
+ * JSON leaves out (undefined, functions, symbols), or `BRANCH` for a non-null array or object.
+ */
+function leafText(value: unknown): string | undefined | typeof BRANCH {
   switch (typeof value) {
     case 'string':
     case 'number':
@@ -51,7 +62,14 @@ function writeShallow(value: unknown, depth: number, limit: number): string | un
     case 'symbol':
       return undefined;
   }
-  if (value === null) return 'null';
+  return value === null ? 'null' : BRANCH;
+}
+
+/** `write` for values at most `limit` arrays and objects deep; throws `DEEPER` beyond. */
+function writeShallow(value: unknown, depth: number, limit: number): string | undefined {
+  value = jsonValueOf(value);
+  const leaf = leafText(value);
+  if (leaf !== BRANCH) return leaf;
   if (depth >= limit) throw DEEPER;
   if (Array.isArray(value)) {
     let text = '[';
@@ -69,22 +87,9 @@ function writeShallow(value: unknown, depth: number, limit: number): string | un
 
 /** `seen` holds the arrays and objects on the path to `value`: its size is the depth. */
 function write(value: unknown, seen: Set<object>, maxDepth: number): string | undefined {
-  if (value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function') {
-    value = (value as { toJSON: () => unknown }).toJSON();
-  }
-  switch (typeof value) {
-    case 'string':
-    case 'number':
-    case 'boolean':
-      return JSON.stringify(value);
-    case 'bigint':
-      return JSON.stringify(value.toString());
-    case 'undefined':
-    case 'function':
-    case 'symbol':
-      return undefined;
-  }
-  if (value === null) return 'null';
+  value = jsonValueOf(value);
+  const leaf = leafText(value);
+  if (leaf !== BRANCH) return leaf;
   const object = value as object;
   if (seen.has(object)) return '"[Circular]"';
   if (seen.size >= maxDepth) throw new JsonNestingTooDeepError(maxDepth);
