@@ -2,7 +2,7 @@ import { Controller, Get, INestApplication, Module } from '@nestjs/common';
 import { ScheduleModule } from '@nestjs/schedule';
 import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
 import { Test } from '@nestjs/testing';
-import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
+import { getDataSourceToken } from '@nestjs/typeorm';
 import request from 'supertest';
 import type { DataSource } from 'typeorm';
 import {
@@ -15,6 +15,7 @@ import {
   OutboxModule,
   OutboxService,
 } from '../src';
+import { twoDataSources } from './fixtures/two-data-sources';
 import { createTestDatabase, DATABASE_LABEL, TestDatabase } from './helpers/databases';
 
 /** A health endpoint for every outbox of the app, and one for the billing outbox alone, as an app would write them. */
@@ -57,13 +58,7 @@ describe(`OutboxHealthIndicator of two outboxes on ${DATABASE_LABEL.sqlite}, one
     const options = { publisher: { enabled: false } };
     @Module({
       imports: [
-        TypeOrmModule.forRoot({ ...ordersDb.options, autoLoadEntities: true, synchronize: true } as never),
-        TypeOrmModule.forRoot({
-          ...billingDb.options,
-          name: 'billing',
-          autoLoadEntities: true,
-          synchronize: true,
-        } as never),
+        ...twoDataSources(ordersDb, billingDb),
         ScheduleModule.forRoot(),
         TerminusModule.forRoot({ logger: false }),
         OutboxModule.forRoot({ client: undefined, ...options }),

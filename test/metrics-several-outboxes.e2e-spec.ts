@@ -2,7 +2,6 @@ import { Body, Controller, Get, Module, Post, Req, Res } from '@nestjs/common';
 import { ClientsModule, Transport } from '@nestjs/microservices';
 import { ScheduleModule } from '@nestjs/schedule';
 import { Test } from '@nestjs/testing';
-import { TypeOrmModule } from '@nestjs/typeorm';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -18,6 +17,7 @@ import {
   OutboxPublisher,
   OutboxService,
 } from '../src';
+import { twoDataSources } from './fixtures/two-data-sources';
 import { createTestDatabase, DATABASE_LABEL, TestDatabase } from './helpers/databases';
 import { freePort } from './helpers/ports';
 import { sampleLines, sampleOf } from './helpers/prometheus-text';
@@ -81,13 +81,7 @@ describeWith(
       const outbox = { publisher: { enabled: false }, metrics: { meterProvider } };
       @Module({
         imports: [
-          TypeOrmModule.forRoot({ ...ordersDb.options, autoLoadEntities: true, synchronize: true } as never),
-          TypeOrmModule.forRoot({
-            ...billingDb.options,
-            name: 'billing',
-            autoLoadEntities: true,
-            synchronize: true,
-          } as never),
+          ...twoDataSources(ordersDb, billingDb),
           ClientsModule.register([
             { name: 'ORDERS_BROKER', ...tcp },
             { name: 'BILLING_BROKER', ...tcp },

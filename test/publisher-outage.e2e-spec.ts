@@ -1,6 +1,6 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { OutboxMessage, OutboxService } from '../src';
+import { OutboxAttempt, OutboxMessage, OutboxService } from '../src';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { deleteQueue, rmqClientOptions, rmqConsumerOptions, startConsumer, uniqueQueue } from './helpers/consumers';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
@@ -60,14 +60,22 @@ for (const kind of kinds) {
 
         proxy.cut();
         const id = await outbox.transaction(() => outbox.emit('OrderPlaced', { n: 2 }));
-        await waitFor(async () => {
-          const row = await repo.findOneByOrFail({ messageId: id });
-          return row.lastError !== null;
-        }, 'a failed attempt to be recorded');
+        const seq = (await repo.findOneByOrFail({ messageId: id })).seq;
+        const history = () => app.get(DataSource).getRepository(OutboxAttempt).findBy({ messageSeq: seq });
+        // Several failed attempts while the broker is cut off (retries every 50–200 ms).
+        await waitFor(async () => (await history()).length >= 4, 'four failed attempts to be recorded');
         const failed = await repo.findOneByOrFail({ messageId: id });
         expect(failed.status).toBe('pending');
-        // The broker being unreachable is not the message's fault: the attempt is given back.
-        expect(failed.attempts).toBe(0);
+        // The broker being unreachable is not the message's fault: attempts are given back, so an outage never walks
+        // a message towards dead. One may count: a publish that timed out before the client saw its connection drop
+        // is an unknown outcome by the documented rule (docs/how-it-works.md), and the first attempt can race the drop.
+        const attempts = await history();
+        const counted = attempts.filter((a) => a.counted);
+        expect({ counted: counted.length, errors: counted.map((a) => a.error) }).toEqual({
+          counted: counted.length <= 1 ? counted.length : 'at most 1',
+          errors: expect.any(Array),
+        });
+        expect(failed.attempts).toBe(counted.length);
         expect(failed.sentAt).toBeNull();
         expect(failed.lastError).toEqual(expect.any(String));
         expect(consumer.received.some((m) => m.messageId === id)).toBe(false);

@@ -2,7 +2,7 @@ import { Body, Controller, INestApplication, Injectable, Module, Post } from '@n
 import { ClientsModule, Transport } from '@nestjs/microservices';
 import { ScheduleModule, SchedulerRegistry } from '@nestjs/schedule';
 import { Test } from '@nestjs/testing';
-import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
+import { getDataSourceToken } from '@nestjs/typeorm';
 import { randomBytes } from 'node:crypto';
 import request from 'supertest';
 import { Column, DataSource, Entity, PrimaryGeneratedColumn } from 'typeorm';
@@ -22,6 +22,7 @@ import {
   OutboxEventContext,
   OutboxService,
 } from '../src';
+import { twoDataSources } from './fixtures/two-data-sources';
 import { OutboxConfigurationError } from '../src/errors';
 import { TestOrder } from './fixtures/order.entity';
 import { AmqpRecorder } from './helpers/amqp-recorder';
@@ -126,19 +127,10 @@ describeWith(
       const retry = { initialDelay: 20, maxDelay: 200 };
       @Module({
         imports: [
-          TypeOrmModule.forRoot({
-            ...ordersDb.options,
-            entities: [TestOrder],
-            autoLoadEntities: true,
-            synchronize: true,
-          } as any),
-          TypeOrmModule.forRoot({
-            ...billingDb.options,
-            name: 'billing',
-            entities: [TestInvoice],
-            autoLoadEntities: true,
-            synchronize: true,
-          } as any),
+          ...twoDataSources(ordersDb, billingDb, {
+            orders: { entities: [TestOrder] },
+            billing: { entities: [TestInvoice] },
+          }),
           ClientsModule.register([
             {
               name: 'ORDERS_BROKER',
@@ -397,20 +389,10 @@ describeWith(['postgres', 'rabbitmq'], 'Two outboxes in one PostgreSQL database,
     const relay = { pollingInterval: 50 };
     @Module({
       imports: [
-        TypeOrmModule.forRoot({
-          ...db.options,
-          entities: [TestOrder],
-          autoLoadEntities: true,
-          synchronize: true,
-        } as any),
-        TypeOrmModule.forRoot({
-          ...db.options,
-          name: 'billing',
-          schema: 'billing',
-          entities: [TestInvoice],
-          autoLoadEntities: true,
-          synchronize: true,
-        } as any),
+        ...twoDataSources(db, db, {
+          orders: { entities: [TestOrder] },
+          billing: { schema: 'billing', entities: [TestInvoice] },
+        }),
         ClientsModule.register([
           { name: 'ORDERS_BROKER', ...rmqClientOptions(queues.orders) },
           { name: 'BILLING_BROKER', ...rmqClientOptions(queues.billing) },
@@ -563,19 +545,10 @@ describeWith(['rabbitmq'], 'Two outboxes on SQLite, one file per DataSource', ()
     const relay = { pollingInterval: 50 };
     @Module({
       imports: [
-        TypeOrmModule.forRoot({
-          ...ordersDb.options,
-          entities: [TestOrder],
-          autoLoadEntities: true,
-          synchronize: true,
-        } as any),
-        TypeOrmModule.forRoot({
-          ...billingDb.options,
-          name: 'billing',
-          entities: [TestInvoice],
-          autoLoadEntities: true,
-          synchronize: true,
-        } as any),
+        ...twoDataSources(ordersDb, billingDb, {
+          orders: { entities: [TestOrder] },
+          billing: { entities: [TestInvoice] },
+        }),
         ClientsModule.register([
           { name: 'ORDERS_BROKER', ...rmqClientOptions(queues.orders) },
           { name: 'BILLING_BROKER', ...rmqClientOptions(queues.billing) },

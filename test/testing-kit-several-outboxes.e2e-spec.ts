@@ -11,7 +11,7 @@ import {
 import { ClientsModule, EventPattern, MicroserviceOptions, Payload, Transport } from '@nestjs/microservices';
 import { ScheduleModule } from '@nestjs/schedule';
 import { Test, TestingModuleBuilder } from '@nestjs/testing';
-import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
+import { getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import {
   getOutboxMessageId,
@@ -23,6 +23,7 @@ import {
   OutboxModule,
   OutboxService,
 } from '../src';
+import { twoDataSources } from './fixtures/two-data-sources';
 import { deliverEveryMessageTwice, flushEveryOutbox, flushOutbox } from '../src/testing';
 import { TestOrder } from './fixtures/order.entity';
 import { createTestDatabase, DATABASE_LABEL, TestDatabase } from './helpers/databases';
@@ -72,11 +73,12 @@ describe(`nestjs-outbox/testing with two outboxes (TCP, ${DATABASE_LABEL.sqlite}
   async function startApp(adjust: (builder: TestingModuleBuilder) => TestingModuleBuilder = (b) => b) {
     const port = await freePort();
     const tcp = { transport: Transport.TCP, options: { host: '127.0.0.1', port } };
-    const entity = { entities: [TestOrder], autoLoadEntities: true, synchronize: true };
     @Module({
       imports: [
-        TypeOrmModule.forRoot({ ...ordersDb.options, ...entity } as never),
-        TypeOrmModule.forRoot({ ...billingDb.options, name: 'billing', ...entity } as never),
+        ...twoDataSources(ordersDb, billingDb, {
+          orders: { entities: [TestOrder] },
+          billing: { entities: [TestOrder] },
+        }),
         ClientsModule.register([
           { name: 'ORDERS_BROKER', ...tcp },
           { name: 'BILLING_BROKER', ...tcp },

@@ -11,7 +11,6 @@ import { RmqRecordSerializer } from '@nestjs/microservices/serializers/rmq-recor
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ScheduleModule } from '@nestjs/schedule';
 import { Test } from '@nestjs/testing';
-import { TypeOrmModule } from '@nestjs/typeorm';
 import {
   OutboxConsoleModule,
   OutboxConsoleOptions,
@@ -19,6 +18,7 @@ import {
   OutboxModuleOptions,
   OutboxNonRetryableError,
 } from '../../src';
+import { twoDataSources } from '../fixtures/two-data-sources';
 import { outboxTestingModuleBuilder } from '../fixtures/outbox-app';
 import type { TestDatabase } from './databases';
 import { rmqClientOptions } from './consumers';
@@ -108,13 +108,7 @@ export async function startTwoOutboxConsoleApp(options: TwoOutboxConsoleAppOptio
   const { queues, serializers } = options;
   @Module({
     imports: [
-      TypeOrmModule.forRoot({ ...options.ordersDb.options, autoLoadEntities: true, synchronize: true } as never),
-      TypeOrmModule.forRoot({
-        ...options.billingDb.options,
-        name: 'billing',
-        autoLoadEntities: true,
-        synchronize: true,
-      } as never),
+      ...twoDataSources(options.ordersDb, options.billingDb),
       ClientsModule.register([
         { name: 'ORDERS_BROKER', ...rmqClientOptions(queues.orders, undefined, { serializer: serializers.orders }) },
         { name: 'BILLING_BROKER', ...rmqClientOptions(queues.billing, undefined, { serializer: serializers.billing }) },
