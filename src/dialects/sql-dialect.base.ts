@@ -7,9 +7,9 @@ import type {
   OutboxStats,
 } from './outbox-dialect';
 import { redactSecrets } from '../util/redact-secrets';
-import { outboxAttemptsTable } from '../schema/outbox-attempt.entity';
+import { writeAttemptHistory } from './attempt-history.sql';
 import { SqlDeadLetterDialect } from './sql-dialect.dead-letters';
-import { checkedSeq, INSERT_CHUNK } from './sql-dialect.core';
+import { checkedSeq } from './sql-dialect.core';
 
 export { checkedMs, checkedSeq, SqlDialectCore } from './sql-dialect.core';
 export type { ExecuteOptions, StatementResult, UniqueIndexRef } from './sql-dialect.core';
@@ -135,7 +135,7 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
     });
   }
 
-  /** Appends one attempt row per failure, then keeps only the newest `history.limit` of each message. */
+  /** Appends one attempt row per failure, then keeps the newest `history.limit` of each: `writeAttemptHistory()`. */
   protected async recordAttempts(
     tx: EntityManager,
     table: string,
@@ -144,38 +144,7 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
     attempts: ReadonlyMap<string, number>,
     history: AttemptHistoryOptions,
   ): Promise<void> {
-    const q = (c: string) => this.quote(c);
-    const attemptsTable = this.quoteTable(outboxAttemptsTable(table));
-    const columns = ['message_seq', 'attempt', 'failed_at', 'counted', 'error', 'owner', 'publisher'];
-    for (let start = 0; start < failures.length; start += INSERT_CHUNK) {
-      const params: unknown[] = [];
-      const p = (value: unknown) => {
-        params.push(value);
-        return this.param(params.length);
-      };
-      const values = failures.slice(start, start + INSERT_CHUNK).map((f) => {
-        const counted = f.transportUnreachable && !f.dead ? 0 : 1;
-        const error = p(redactSecrets(f.error).slice(0, 4000));
-        const who = `${p(owner)}, ${p(history.publisher)}`;
-        return `(${checkedSeq(f.seq)}, ${attempts.get(f.seq) ?? 0}, ${this.nowMs}, ${counted}, ${error}, ${who})`;
-      });
-      const insert = `INSERT INTO ${attemptsTable} (${columns.map(q).join(', ')}) VALUES ${values.join(', ')}`;
-      await this.execute(tx, insert, params);
-    }
-    const seqs = failures.map((f) => checkedSeq(f.seq)).join(', ');
-    // The attempts beyond the limit are read first (a plain read: only this claim writes these messages' attempts,
-    // their rows being locked above), then deleted by id. One `DELETE … WHERE id IN (subquery)` made MariaDB scan
-    // and lock the whole attempts table, so two publishers completing different messages at once deadlocked.
-    const { records: stale } = await this.execute(
-      tx,
-      `SELECT ${q('id')} FROM (SELECT ${q('id')}, ` +
-        `ROW_NUMBER() OVER (PARTITION BY ${q('message_seq')} ORDER BY ${q('id')} DESC) AS ${q('rn')} ` +
-        `FROM ${attemptsTable} WHERE ${q('message_seq')} IN (${seqs})) ${q('x')} ` +
-        `WHERE ${q('rn')} > ${Math.floor(history.limit)}`,
-    );
-    if (stale.length === 0) return;
-    const staleIds = stale.map((r) => checkedSeq(String(r.id))).join(', ');
-    await this.execute(tx, `DELETE FROM ${attemptsTable} WHERE ${q('id')} IN (${staleIds})`);
+    await writeAttemptHistory(this, tx, table, owner, failures, attempts, history);
   }
 
   /** Locks the rows a SELECT read until the transaction ends (empty where there is one writer). */
