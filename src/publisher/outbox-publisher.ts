@@ -26,9 +26,9 @@ import {
   LEASE_SAFETY_MS,
   OutboxPassResult,
   publishedEntry,
-  publishInKeyOrder,
   writeOutcome,
 } from './publish-pass';
+import { publishBatchRows } from './publish-batch';
 import { PublisherClient } from './publisher-client';
 import { RowDelivery } from './destinations/row-delivery';
 import { PublisherEventEmitter } from './publisher-event-emitter';
@@ -47,8 +47,8 @@ import { PublisherLoop } from './publisher-loop';
  * PostgreSQL other replicas are woken by LISTEN/NOTIFY. Steps are `protected` so they can be overridden.
  *
  * This class strings the parts together; each lives in its own file: the loop (`publisher-loop.ts`), the steps of
- * a pass (`publish-pass.ts`), a row's destinations (`destinations/row-delivery.ts`), failure reporting
- * (`failure-log.ts`) and events (`publisher-event-emitter.ts`).
+ * a pass (`publish-pass.ts`, a batch's publishing in `publish-batch.ts`), a row's destinations
+ * (`destinations/row-delivery.ts`), failure reporting (`failure-log.ts`) and events (`publisher-event-emitter.ts`).
  *
  * Events (`publisher.on(name, listener)`): `published`, `leaseLost`, `dead`, `retry`, `requeued` — see
  * `OutboxPublisherEvents`.
@@ -254,26 +254,10 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     rows: ClaimedOutboxRow[],
     leaseDeadline: number,
   ): Promise<BatchOutcome> {
-    const timings = new Map<string, { durationMs: number; confirmedAt: number }>();
-    const outcome: BatchOutcome = { sent: [], failures: [], unstarted: [], timings };
     const timeoutMs = this.options.publisher.publishTimeout;
     const mayStart = () => !this.loop.stopped && Date.now() + timeoutMs + LEASE_SAFETY_MS <= leaseDeadline;
-    await publishInKeyOrder(rows, outcome, mayStart, async (row) => {
-      const started = performance.now();
-      try {
-        await this.publish(client, row);
-        const confirmedAt = performance.now();
-        timings.set(row.seq, { durationMs: confirmedAt - started, confirmedAt });
-        outcome.sent.push(row);
-        return true;
-      } catch (error) {
-        const failure = this.toFailure(row, error);
-        failure.durationMs ??= performance.now() - started;
-        outcome.failures.push({ row, failure });
-        return false;
-      }
-    });
-    return outcome;
+    const publish = (row: ClaimedOutboxRow) => this.publish(client, row);
+    return publishBatchRows(rows, mayStart, publish, (row, error) => this.toFailure(row, error));
   }
 
   /** Writes a batch's outcome back, fenced by the claim's owner token, and reports what happened. */

@@ -14,7 +14,8 @@ import { retryDelay } from './backoff';
 
 /*
  * The steps of one publish pass — claim, publish, fenced completion — as plain functions over the database and the
- * client. `OutboxPublisher` strings them together in its `protected` steps, which subclasses may override.
+ * client (publishing a whole batch, in key order, is in publish-batch.ts). `OutboxPublisher` strings them together
+ * in its `protected` steps, which subclasses may override.
  */
 
 /** Outcome of one publish pass. */
@@ -75,56 +76,6 @@ export async function claimDueRows(
   const claimedAt = performance.now();
   for (const row of rows) row.claimedAt = claimedAt;
   return rows.length === 0 ? undefined : { owner, rows, leaseDeadline };
-}
-
-/**
- * Runs `attempt` over a claimed batch: unkeyed rows all at once, the rows of each key and destination in sequence
- * (a failed attempt stops its key at its destination; the rest of that chain is left unstarted), different keys and
- * destinations in parallel. A key with a row for every destination (`''`) in the batch is one chain. A row is
- * started only while `mayStart()` says so; the others are collected as unstarted. `attempt` records sent rows and
- * failures in `outcome` and resolves with success.
- */
-export async function publishInKeyOrder(
-  rows: ClaimedOutboxRow[],
-  outcome: BatchOutcome,
-  mayStart: () => boolean,
-  attempt: (row: ClaimedOutboxRow) => Promise<boolean>,
-): Promise<void> {
-  const chains = new Map<string, ClaimedOutboxRow[]>();
-  const work: Promise<unknown>[] = [];
-  let keysForAll: Set<string> | undefined;
-  for (const row of rows) {
-    if (row.key !== null && row.destination === '') (keysForAll ??= new Set()).add(row.key);
-  }
-  for (const row of rows) {
-    if (row.key === null) {
-      if (mayStart()) work.push(attempt(row));
-      else outcome.unstarted.push(row);
-    } else {
-      const chainId =
-        row.destination === '' || keysForAll?.has(row.key) ? row.key : `${row.key}\u0000${row.destination}`;
-      const chain = chains.get(chainId);
-      if (chain) chain.push(row);
-      else chains.set(chainId, [row]);
-    }
-  }
-  for (const chain of chains.values()) {
-    work.push(
-      (async () => {
-        for (let i = 0; i < chain.length; i++) {
-          if (!mayStart()) {
-            outcome.unstarted.push(...chain.slice(i));
-            return;
-          }
-          if (!(await attempt(chain[i]))) {
-            outcome.unstarted.push(...chain.slice(i + 1));
-            return;
-          }
-        }
-      })(),
-    );
-  }
-  await Promise.all(work);
 }
 
 /** The message a claimed row carries, as the transport builds its record from it. */
