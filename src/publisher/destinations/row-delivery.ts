@@ -9,7 +9,7 @@ import {
 } from '../../errors';
 import { HANDLER_CONCURRENCY, HandlerSlots } from '../../handlers/handler-slots';
 import { IN_FLIGHT_GRACE_LEASES, InFlightGiveBacks } from '../../handlers/in-flight-give-backs';
-import type { OutboxHandlerRegistry } from '../../handlers/outbox-handler-registry';
+import type { OutboxEventHandler, OutboxHandlerRegistry } from '../../handlers/outbox-handler-registry';
 import { runOutboxHandler } from '../../handlers/run-outbox-handler';
 import type { IdempotencyService } from '../../idempotency/idempotency.service';
 import type { ResolvedOutboxOptions } from '../../outbox.options';
@@ -102,11 +102,7 @@ export class RowDelivery {
     const broker = this.brokerOf(message);
     if (broker !== null) parts.push({ kind: 'broker', run: () => this.publishToBroker(client, row, message, broker) });
     for (const handler of this.handlers?.handlersOf(row.pattern) ?? []) {
-      const handled = { ...message, attempts: row.attempts };
-      parts.push({
-        kind: 'handler',
-        run: () => this.handlerSlots.run(() => runOutboxHandler(this.idempotency!, handler, handled)),
-      });
+      parts.push(this.handlerPart(handler, row, message));
     }
     if (parts.length === 0) {
       throw new OutboxNoDestinationError(
@@ -130,12 +126,27 @@ export class RowDelivery {
     } else if (destination.kind === 'handler') {
       const handler = this.handlers?.handlersOf(row.pattern).find((h) => h.name === destination.name);
       if (handler) {
-        const handled = { ...outgoingMessage(row), attempts: row.attempts };
-        await this.handlerSlots.run(() => runOutboxHandler(this.idempotency!, handler, handled));
+        await this.handlerPart(handler, row, outgoingMessage(row)).run();
         return;
       }
     }
     throw new OutboxNoDestinationError(missingDestination(row, destination));
+  }
+
+  /**
+   * The delivery of a row's message to one `@OnOutboxEvent()` handler (with the row's attempts), run in a handler
+   * slot (see `HandlerSlots`) once its `run()` is called. The message the handler gets is taken now.
+   */
+  private handlerPart(
+    handler: OutboxEventHandler,
+    row: ClaimedOutboxRow,
+    message: OutgoingOutboxMessage,
+  ): DeliveryPart {
+    const handled = { ...message, attempts: row.attempts };
+    return {
+      kind: 'handler',
+      run: () => this.handlerSlots.run(() => runOutboxHandler(this.idempotency!, handler, handled)),
+    };
   }
 
   /** What a failed delivery means for its row (see `OutboxPublisher.toFailure()`). */
