@@ -4,20 +4,28 @@ import { redactSecrets } from '../util/redact-secrets';
 import type { AttemptHistoryOptions, OutboxFailure } from './outbox-dialect';
 import { checkedSeq, INSERT_CHUNK, type SqlDialectCore } from './sql-dialect.core';
 
+/** The failed attempts of one claim, as `writeAttemptHistory()` records them. */
+export interface FailedAttempts {
+  /** The claim's owner token, recorded with each attempt. */
+  owner: string;
+  /** The failures of rows the claim still holds (their rows locked by the caller). */
+  failures: readonly OutboxFailure[];
+  /** Each row's `attempts` column at the failure, by `seq`: the attempt's number (0 when missing). */
+  attempts: ReadonlyMap<string, number>;
+  /** The publisher recorded with each attempt, and how many attempts of a message are kept (the newest). */
+  history: AttemptHistoryOptions;
+}
+
 /**
  * Writes the attempt history of failed rows in SQL, the same on every supported database: appends one attempt row
- * per failure to the outbox's attempts table (`attempt` is the row's `attempts` column, from `attempts` by `seq`),
- * then keeps only the newest `history.limit` of each message. Runs in the caller's transaction `tx`, which holds
- * the rows' locks.
+ * per failure to the outbox's attempts table, then keeps only the newest `history.limit` of each message. Runs in
+ * the caller's transaction `tx`, which holds the rows' locks.
  */
 export async function writeAttemptHistory(
   dialect: SqlDialectCore,
   tx: EntityManager,
   table: string,
-  owner: string,
-  failures: readonly OutboxFailure[],
-  attempts: ReadonlyMap<string, number>,
-  history: AttemptHistoryOptions,
+  { owner, failures, attempts, history }: FailedAttempts,
 ): Promise<void> {
   const q = (c: string) => dialect.quote(c);
   const attemptsTable = dialect.quoteTable(outboxAttemptsTable(table));

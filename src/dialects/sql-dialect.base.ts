@@ -144,7 +144,7 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
     attempts: ReadonlyMap<string, number>,
     history: AttemptHistoryOptions,
   ): Promise<void> {
-    await writeAttemptHistory(this, tx, table, owner, failures, attempts, history);
+    await writeAttemptHistory(this, tx, table, { owner, failures, attempts, history });
   }
 
   /** Locks the rows a SELECT read until the transaction ends (empty where there is one writer). */
