@@ -150,7 +150,7 @@ export type { ClsTransactionSourceOptions } from './transaction/cls-transaction-
 export { OutboxMetrics } from './observability/outbox-metrics';
 export { OUTBOX_METER, OUTBOX_METRICS } from './observability/metric-names';
 export type { OutboxMetricsOptions, OutboxMeterProviderLike } from './outbox.options';
-export type { OutboxPublishedMessage, OutboxRequeuedEvent } from './events/publisher-events';
+export type { OutboxEventPayload, OutboxPublishedMessage, OutboxRequeuedEvent } from './events/publisher-events';
 /** `@Idempotent()` outcomes on `node:diagnostics_channel` (what `outbox.idempotency.requests` counts). */
 export { OUTBOX_IDEMPOTENCY_CHANNEL } from './events/idempotency-channel';
 export type { OutboxIdempotencyEvent, IdempotencyOutcome } from './events/idempotency-channel';

@@ -4,6 +4,7 @@ import { ScheduleModule, SchedulerRegistry } from '@nestjs/schedule';
 import { Test } from '@nestjs/testing';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { randomBytes } from 'node:crypto';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import request from 'supertest';
 import { Column, DataSource, Entity, PrimaryGeneratedColumn } from 'typeorm';
 import {
@@ -21,6 +22,8 @@ import {
   OnOutboxEvent,
   OutboxEventContext,
   OutboxService,
+  OUTBOX_CHANNELS,
+  OutboxRetryEvent,
 } from '../src';
 import { twoDataSources } from './fixtures/two-data-sources';
 import { OutboxConfigurationError } from '../src/errors';
@@ -111,6 +114,19 @@ describeWith(
     let app: INestApplication;
     const queue = uniqueQueue('outbox-several');
     const published = { orders: [] as string[], billing: [] as string[] };
+    /** What the shared diagnostics channels carried, by the `dataSource` the events name. */
+    const onChannel = { published: new Map<string, string[]>(), retried: new Map<string, string[]>() };
+    const listenPublished = (e: unknown) => {
+      const { dataSource, messages } = e as OutboxPublishedEvent;
+      onChannel.published.set(dataSource, [
+        ...(onChannel.published.get(dataSource) ?? []),
+        ...messages.map((m) => m.messageId),
+      ]);
+    };
+    const listenRetry = (e: unknown) => {
+      const { dataSource, messageId } = e as OutboxRetryEvent;
+      onChannel.retried.set(dataSource, [...(onChannel.retried.get(dataSource) ?? []), messageId]);
+    };
 
     beforeAll(async () => {
       [ordersDb, billingDb] = await Promise.all([createTestDatabase('mariadb'), createTestDatabase('postgres')]);
@@ -163,12 +179,22 @@ describeWith(
       app = moduleRef.createNestApplication();
       app.useLogger(false);
       await app.init();
-      const record = (into: string[]) => (e: OutboxPublishedEvent) => into.push(...e.messages.map((m) => m.messageId));
-      app.get(OutboxPublisher).on('published', record(published.orders));
-      app.get<OutboxPublisher>(getOutboxToken(OutboxPublisher, 'billing')).on('published', record(published.billing));
+      const record = (dataSource: string, into: string[]) => (e: OutboxPublishedEvent) => {
+        if (e.dataSource !== dataSource)
+          throw new Error(`a '${e.dataSource}' event reached the ${dataSource} publisher`);
+        into.push(...e.messages.map((m) => m.messageId));
+      };
+      app.get(OutboxPublisher).on('published', record('default', published.orders));
+      app
+        .get<OutboxPublisher>(getOutboxToken(OutboxPublisher, 'billing'))
+        .on('published', record('billing', published.billing));
+      subscribe(OUTBOX_CHANNELS.published, listenPublished);
+      subscribe(OUTBOX_CHANNELS.retry, listenRetry);
     });
 
     afterAll(async () => {
+      unsubscribe(OUTBOX_CHANNELS.published, listenPublished);
+      unsubscribe(OUTBOX_CHANNELS.retry, listenRetry);
       await app?.close();
       await natsConsumer?.close();
       await recorder?.stop();
@@ -235,6 +261,10 @@ describeWith(
       );
       expect([...published.orders].sort()).toEqual([...orderIds].sort());
       expect([...published.billing].sort()).toEqual([...invoiceIds].sort());
+      // The diagnostics channel is one for the process: each event names the outbox it comes from.
+      expect([...onChannel.published.keys()].sort()).toEqual(['billing', 'default']);
+      expect(new Set(onChannel.published.get('default'))).toEqual(new Set(orderIds));
+      expect(new Set(onChannel.published.get('billing'))).toEqual(new Set(invoiceIds));
       // Each database holds only its own outbox's rows.
       expect((await rowsOf(ordersSource())).map((r) => r.messageId).sort()).toEqual([...orderIds].sort());
       expect((await rowsOf(billingSource())).map((r) => r.messageId).sort()).toEqual([...invoiceIds].sort());
@@ -269,6 +299,11 @@ describeWith(
         // The orders are still waiting: attempted, not delivered.
         expect(orders.some((id) => recorder.distinct().has(id))).toBe(false);
         expect((await shop.orders.stats()).pending).toBeGreaterThanOrEqual(orders.length);
+        await waitFor(
+          () => orders.some((id) => onChannel.retried.get('default')?.includes(id)),
+          'a retry of an order, on the channel, named for the default outbox',
+        );
+        expect(onChannel.retried.get('billing') ?? []).toEqual([]);
         rmqProxy.restore();
         await waitFor(() => orders.every((id) => recorder.distinct().has(id)), 'orders after the restore', 30_000);
       } finally {
@@ -284,6 +319,11 @@ describeWith(
         const orders = [await shop.placeOrder('during-3'), await shop.placeOrder('during-4')];
         await waitFor(() => orders.every((id) => recorder.distinct().has(id)), 'orders on RabbitMQ during the cut');
         expect(invoices.some((id) => natsIds().includes(id))).toBe(false);
+        await waitFor(
+          () => invoices.some((id) => onChannel.retried.get('billing')?.includes(id)),
+          'a retry of an invoice, on the channel, named for the billing outbox',
+        );
+        expect(invoices.some((id) => onChannel.retried.get('default')?.includes(id))).toBe(false);
         natsProxy.restore();
         await waitFor(() => invoices.every((id) => natsIds().includes(id)), 'invoices after the restore', 30_000);
       } finally {

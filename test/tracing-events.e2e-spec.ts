@@ -91,6 +91,7 @@ for (const kind of kinds) {
         {
           channel: 'nestjs-outbox:published',
           event: {
+            dataSource: 'default',
             owner: expect.any(String),
             messages: [
               {
@@ -117,6 +118,7 @@ for (const kind of kinds) {
         {
           channel: 'nestjs-outbox:retry-scheduled',
           event: expect.objectContaining({
+            dataSource: 'default',
             messageId: id,
             pattern: 'Flaky',
             attempts: 1,

@@ -1,5 +1,7 @@
 /** Reported when a publisher could not mark rows it published because its claim was taken over (lease lost). */
 export interface OutboxLeaseLostEvent {
+  /** The outbox it comes from: the name of its DataSource (`'default'` for the default one). */
+  dataSource: string;
   /** Fencing token of the claim that was lost. */
   owner: string;
   /** Message ids of the batch whose completion write was refused (some may have been marked by the new owner). */
@@ -10,6 +12,8 @@ export interface OutboxLeaseLostEvent {
 
 /** Reported when a message exhausted its attempts, or failed with `OutboxNonRetryableError`. */
 export interface OutboxDeadEvent {
+  /** The outbox it comes from: the name of its DataSource (`'default'` for the default one). */
+  dataSource: string;
   messageId: string;
   pattern: string;
   key: string | null;
@@ -26,6 +30,8 @@ export interface OutboxDeadEvent {
 
 /** Reported for each failed attempt that will be retried. */
 export interface OutboxRetryEvent {
+  /** The outbox it comes from: the name of its DataSource (`'default'` for the default one). */
+  dataSource: string;
   messageId: string;
   pattern: string;
   /** The row's destination: `broker:<token>`, `handler:<name>`, or `''` (every destination of the message). */
@@ -51,6 +57,8 @@ export interface OutboxRetryEvent {
  * publisher or on the `nestjs-outbox:published` diagnostics channel).
  */
 export interface OutboxPublishedEvent {
+  /** The outbox it comes from: the name of its DataSource (`'default'` for the default one). */
+  dataSource: string;
   /** Fencing token of the claim they were published under. */
   owner: string;
   messages: OutboxPublishedMessage[];
@@ -73,6 +81,8 @@ export interface OutboxPublishedMessage {
 
 /** Reported by `OutboxDeadLetters.requeue()` when it made dead messages pending again. */
 export interface OutboxRequeuedEvent {
+  /** The outbox it comes from: the name of its DataSource (`'default'` for the default one). */
+  dataSource: string;
   /** Messages requeued in all. */
   requeued: number;
   /** How many of them per pattern (counted in the requeue's transaction, before its update). */
@@ -87,3 +97,9 @@ export interface OutboxPublisherEvents {
   retry: OutboxRetryEvent;
   requeued: OutboxRequeuedEvent;
 }
+
+/**
+ * What the publisher builds for an event: the event without `dataSource`, which `PublisherEventEmitter` adds (each
+ * outbox's publisher has its own emitter).
+ */
+export type OutboxEventPayload<E extends keyof OutboxPublisherEvents> = Omit<OutboxPublisherEvents[E], 'dataSource'>;

@@ -1,6 +1,6 @@
 import type { LoggerService } from '@nestjs/common';
 import type { ClaimedOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
-import type { OutboxPublisherEvents } from '../events/publisher-events';
+import type { OutboxEventPayload, OutboxPublisherEvents } from '../events/publisher-events';
 import { describeError } from '../util/describe-error';
 import type { BatchOutcome } from './publish-pass';
 
@@ -21,7 +21,7 @@ interface UnreportedFailures {
 }
 
 /** Sends a publisher event (to listeners and the diagnostics channel). */
-type EmitEvent = <E extends keyof OutboxPublisherEvents>(event: E, payload: OutboxPublisherEvents[E]) => void;
+type EmitEvent = <E extends keyof OutboxPublisherEvents>(event: E, payload: OutboxEventPayload<E>) => void;
 
 /** The error type and duration of a failed attempt, for its event (left out when unknown). */
 function timing({ errorType, durationMs }: OutboxFailure): { errorType?: string; publishDurationMs?: number } {

@@ -10,7 +10,7 @@ import { OutboxWakeup, resolveWakeup } from '../dialects/resolve-wakeup';
 import { OutboxConfigurationError } from '../errors';
 import { OutboxHandlerRegistry } from '../handlers/outbox-handler-registry';
 import { IdempotencyService } from '../idempotency/idempotency.service';
-import type { OutboxPublisherEvents, OutboxRequeuedEvent } from '../events/publisher-events';
+import type { OutboxEventPayload, OutboxPublisherEvents } from '../events/publisher-events';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
 import { outboxLogContext, type OutboxResourceNames } from '../scheduling/outbox-resource-names';
 import type { OutboxTransportName, ResolvedOutboxOptions } from '../outbox.options';
@@ -77,7 +77,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     @Optional() protected readonly idempotency?: IdempotencyService,
   ) {
     this.logger = new Logger(outboxLogContext('OutboxPublisher', database.name));
-    this.emitter = new PublisherEventEmitter(this.events, this.logger);
+    this.emitter = new PublisherEventEmitter(this.events, this.logger, database.name);
     this.delivery = new RowDelivery(moduleRef, options, handlers, idempotency);
     this.failures = new PublishFailureLog(this.logger, (event, payload) => this.emitEvent(event, payload));
     this.loop = new PublisherLoop(
@@ -137,12 +137,12 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   }
 
   /** Reports dead messages made pending again (the `requeued` event); called by `OutboxDeadLetters.requeue()`. */
-  reportRequeued(event: OutboxRequeuedEvent): void {
+  reportRequeued(event: OutboxEventPayload<'requeued'>): void {
     this.emitEvent('requeued', event);
   }
 
   /** Sends an event to its listeners and its diagnostics channel (a listener that throws is logged). */
-  protected emitEvent<E extends keyof OutboxPublisherEvents>(event: E, payload: OutboxPublisherEvents[E]): void {
+  protected emitEvent<E extends keyof OutboxPublisherEvents>(event: E, payload: OutboxEventPayload<E>): void {
     this.emitter.send(event, payload);
   }
 
