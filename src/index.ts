@@ -43,6 +43,7 @@ export { OutboxAttempt, OUTBOX_ATTEMPTS_TABLE } from './schema/outbox-attempt.en
 export { AddOutboxAttempts1765152000000 } from './schema/migrations/1765152000000-outbox-attempts';
 export { CreateIdempotencySteps1765411200000 } from './schema/migrations/1765411200000-idempotency-steps';
 export { AddOutboxDestinations1765497600000 } from './schema/migrations/1765497600000-outbox-destinations';
+export { IdempotencyExpiryBrin1765584000000 } from './schema/migrations/1765584000000-idempotency-expiry-brin';
 /** One outbox's own table names (`tables` of `forRoot()`): its entities and migrations under those names. */
 export { outboxEntities } from './schema/outbox-entities';
 export { outboxMigrations } from './schema/migrations';

@@ -38,8 +38,8 @@ for (const kind of kinds) {
       });
 
       const ran = (await ds.runMigrations()).map((m) => m.name);
-      // Every set's five migrations, recorded under names of their own, in timestamp order.
-      expect(ran).toHaveLength(5 * (sets.length + 1));
+      // Every set's six migrations, recorded under names of their own, in timestamp order.
+      expect(ran).toHaveLength(6 * (sets.length + 1));
       expect(ran.filter((n) => n.startsWith('CreateOutboxTables'))).toEqual([
         'CreateOutboxTables1764374400000',
         'CreateOutboxTables_billing_1764374400000',
@@ -71,7 +71,25 @@ for (const kind of kinds) {
           'IDX_billing_outbox_messages_key_destination',
           'UQ_billing_outbox_messages_message_destination',
         ]);
-        // Reverting the last one (the destinations, newest timestamp) drops each set's own destination column.
+        // The newest one makes each set's expiry index a BRIN index on PostgreSQL (and changes nothing elsewhere);
+        // reverting it gives each set its B-tree back.
+        const expiryIndexes = async () =>
+          kind !== 'postgres'
+            ? []
+            : (
+                await ds.query(
+                  `SELECT schemaname || '.' || tablename AS "table", indexdef FROM pg_indexes
+                   WHERE tablename LIKE '%idempotency_keys' AND indexname LIKE '%expires_at' ORDER BY 1`,
+                )
+              ).map((r: { table: string; indexdef: string }) => `${r.table} ${/USING (\w+)/.exec(r.indexdef)![1]}`);
+        const everySet = (method: string) =>
+          kind !== 'postgres'
+            ? []
+            : [{}, ...sets].map((s) => `${s.schema ?? 'public'}.${s.prefix ?? ''}idempotency_keys ${method}`).sort();
+        expect(await expiryIndexes()).toEqual(everySet('brin'));
+        for (const _ of [{}, ...sets]) await ds.undoLastMigration();
+        expect(await expiryIndexes()).toEqual(everySet('btree'));
+        // Reverting the one before (the destinations) drops each set's own destination column.
         for (const _ of [{}, ...sets]) await ds.undoLastMigration();
         for (const s of [{}, ...sets]) {
           const [messages] = tablesOf(s);
@@ -86,7 +104,7 @@ for (const kind of kinds) {
           expect(await runner.hasTable(messages)).toBe(true);
         }
         // And the rest of the way down drops every table.
-        for (let left = ran.length - 2 * (sets.length + 1); left > 0; left--) await ds.undoLastMigration();
+        for (let left = ran.length - 3 * (sets.length + 1); left > 0; left--) await ds.undoLastMigration();
         for (const s of [{}, ...sets])
           for (const table of tablesOf(s)) expect(await runner.hasTable(table)).toBe(false);
       } finally {

@@ -62,7 +62,11 @@ declareSqliteIntegerKey(IdempotencyRecordColumns);
 export function declareIdempotencyRecordTable(target: Function, tables: OutboxTableNames): void {
   const names = outboxIndexNames(tables).idempotencyKeys;
   Unique(names.scopeKeyUnique, ['scope', 'key'])(target);
-  Index(names.expiresAt, ['expiresAt'])(target);
+  // The expiry index is the migrations' alone (`synchronize: false`: TypeORM neither creates, drops nor compares
+  // it): a B-tree on MySQL/MariaDB and SQLite, BRIN on PostgreSQL (`IdempotencyExpiryBrin1765584000000`), which
+  // TypeORM's entity options cannot say per database. An app that synchronizes its schema gets no expiry index;
+  // the cleanup then finds expired keys by scanning the table.
+  Index(names.expiresAt, { synchronize: false })(target);
   Entity(tableEntityOptions(tables, 'idempotencyKeys'))(target);
 }
 

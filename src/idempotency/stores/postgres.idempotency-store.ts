@@ -218,6 +218,11 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     });
   }
 
+  /**
+   * Deletes up to `limit` expired records, in no particular order: the shipped migrations index `expires_at` with
+   * BRIN (`IdempotencyExpiryBrin1765584000000`), which finds expired rows by block range but cannot hand them out
+   * sorted — an `ORDER BY` would sort every expired row on each batch.
+   */
   async deleteExpired(limit: number): Promise<number> {
     const q = this.q;
     const { affected } = await this.dialect.execute(
@@ -228,7 +233,6 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
           SELECT ${q('id')}
           FROM ${this.table}
           WHERE ${q('expires_at')} <= ${this.dialect.nowMs}
-          ORDER BY ${q('expires_at')}
           LIMIT ${Math.max(1, Math.floor(limit))}
         )`,
     );

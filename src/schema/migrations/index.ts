@@ -3,6 +3,7 @@ import { CreateIdempotencyKeys1764460800000 } from './1764460800000-idempotency-
 import { AddOutboxAttempts1765152000000 } from './1765152000000-outbox-attempts';
 import { CreateIdempotencySteps1765411200000 } from './1765411200000-idempotency-steps';
 import { AddOutboxDestinations1765497600000 } from './1765497600000-outbox-destinations';
+import { IdempotencyExpiryBrin1765584000000 } from './1765584000000-idempotency-expiry-brin';
 import { migrationForTables } from './migration-names';
 import { outboxTableNames, type OutboxTableNames, type OutboxTablesOptions } from '../outbox-table-names';
 
@@ -18,6 +19,7 @@ export const OUTBOX_MIGRATIONS = [
   AddOutboxAttempts1765152000000,
   CreateIdempotencySteps1765411200000,
   AddOutboxDestinations1765497600000,
+  IdempotencyExpiryBrin1765584000000,
 ] as const;
 
 /** One set of migrations per table names, so that asking twice gives the same classes. */
