@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
-import { Controller, Module } from '@nestjs/common';
+import { CallHandler, Controller, ExecutionContext, Module, NestInterceptor, UseInterceptors } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Ctx, EventPattern, MicroserviceOptions, Payload, RmqContext, Transport } from '@nestjs/microservices';
 import { TypeOrmModule } from '@nestjs/typeorm';
@@ -16,7 +16,16 @@ const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 1000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
 const PREFETCH = 50;
 
-const handled = { plain: 0, idempotent: 0 };
+type Kind = 'plain' | 'intercepted' | 'idempotent';
+const KINDS: Kind[] = ['plain', 'intercepted', 'idempotent'];
+const handled: Record<Kind, number> = { plain: 0, intercepted: 0, idempotent: 0 };
+
+/** An interceptor that does nothing: what Nest's interceptor machinery alone costs a handler. */
+class NoopInterceptor implements NestInterceptor {
+  intercept(_context: ExecutionContext, next: CallHandler) {
+    return next.handle();
+  }
+}
 
 @Controller()
 class PlainConsumer {
@@ -28,6 +37,20 @@ class PlainConsumer {
     await this.outbox.transaction((manager) => manager.insert(TestOrder, { reference: data.reference, amount: 1 }));
     context.getChannelRef().ack(context.getMessage());
     handled.plain++;
+  }
+}
+
+@Controller()
+class InterceptedConsumer {
+  constructor(private readonly outbox: OutboxService) {}
+
+  /** The plain consumer behind a no-op interceptor: the baseline of what any interceptor-based guard pays. */
+  @EventPattern('bench.intercepted')
+  @UseInterceptors(NoopInterceptor)
+  async on(@Payload() data: { reference: string }, @Ctx() context: RmqContext) {
+    await this.outbox.transaction((manager) => manager.insert(TestOrder, { reference: data.reference, amount: 1 }));
+    context.getChannelRef().ack(context.getMessage());
+    handled.intercepted++;
   }
 }
 
@@ -46,10 +69,12 @@ class IdempotentConsumer {
 
 /**
  * Messages through RabbitMQ (persistent, noAck: false, prefetch 50) to a Nest consumer doing one insert on
- * PostgreSQL, with and without `@Idempotent()`. Each run publishes MESSAGES messages with distinct message ids and
- * times until the last one is handled; runs alternate between the two handlers (order flipped every round) and
- * the mean rates are compared. The CPU time per message of this process (consumer and publisher) and of the bench
- * database's PostgreSQL backends are reported too: they are the figures least disturbed by other load.
+ * PostgreSQL: with `@Idempotent()`, without it, and without it behind a no-op interceptor (the share of the gap that
+ * is Nest's interceptor machinery, which any interceptor-based guard pays). Each run publishes MESSAGES messages with
+ * distinct message ids and times until the last one is handled; runs rotate between the three handlers (the order
+ * shifts every round) and the mean rates are compared. The CPU time per message of this process (consumer and
+ * publisher) and of the bench database's PostgreSQL backends are reported too: they are the figures least disturbed
+ * by other load.
  */
 const bench: Bench = async (): Promise<BenchResult> => {
   const db = await createTestDatabase('postgres');
@@ -69,7 +94,7 @@ const bench: Bench = async (): Promise<BenchResult> => {
       } as any),
       OutboxModule.forRoot({ publisher: { enabled: false } }),
     ],
-    controllers: [PlainConsumer, IdempotentConsumer],
+    controllers: [PlainConsumer, InterceptedConsumer, IdempotentConsumer],
   })
   class ConsumerModule {}
   const app = await NestFactory.createMicroservice<MicroserviceOptions>(ConsumerModule, {
@@ -82,10 +107,11 @@ const bench: Bench = async (): Promise<BenchResult> => {
   const amqp = await (require('amqplib') as typeof import('amqplib')).connect(RABBITMQ_URL);
   const channel = await amqp.createConfirmChannel();
   const dbCpu = await PostgresCpu.open(db.options);
-  const cpu = { plain: [] as number[], idempotent: [] as number[] };
-  const dbCpuPerMessage = { plain: [] as number[], idempotent: [] as number[] };
+  const perKind = (): Record<Kind, number[]> => ({ plain: [], intercepted: [], idempotent: [] });
+  const cpu = perKind();
+  const dbCpuPerMessage = perKind();
 
-  const run = async (kind: 'plain' | 'idempotent', count: number): Promise<number> => {
+  const run = async (kind: Kind, count: number): Promise<number> => {
     const target = handled[kind] + count;
     const dbBefore = await dbCpu?.sample();
     const cpuBefore = process.cpuUsage();
@@ -108,25 +134,31 @@ const bench: Bench = async (): Promise<BenchResult> => {
   };
 
   try {
-    await run('plain', 200); // warm-up
-    await run('idempotent', 200);
-    for (const kind of ['plain', 'idempotent'] as const) {
+    for (const kind of KINDS) await run(kind, 200); // warm-up
+    for (const kind of KINDS) {
       cpu[kind].length = 0;
       dbCpuPerMessage[kind].length = 0;
     }
-    const rates = { plain: [] as number[], idempotent: [] as number[] };
+    const rates = perKind();
     for (let round = 0; round < ROUNDS; round++) {
-      // The order alternates every round, so drift on a shared machine hits both alike.
-      for (const kind of round % 2 ? (['idempotent', 'plain'] as const) : (['plain', 'idempotent'] as const)) {
+      // The order rotates every round, so drift on a shared machine hits every consumer alike.
+      for (const kind of KINDS.map((_, i) => KINDS[(i + round) % KINDS.length])) {
         rates[kind].push(await run(kind, MESSAGES));
       }
     }
     const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
     const plain = mean(rates.plain);
+    const intercepted = mean(rates.intercepted);
     const idempotent = mean(rates.idempotent);
+    const round2 = (x: number) => Math.round(x * 100) / 100;
+    const label: Record<Kind, string> = {
+      plain: 'plain (insert + ack)',
+      intercepted: 'plain behind a no-op interceptor',
+      idempotent: '@Idempotent() (record + insert, ack after commit)',
+    };
     return {
-      table: (['plain', 'idempotent'] as const).map((kind) => ({
-        consumer: kind === 'plain' ? 'plain (insert + ack)' : '@Idempotent() (record + insert, ack after commit)',
+      table: KINDS.map((kind) => ({
+        consumer: label[kind],
         'msg/s (mean)': Math.round(mean(rates[kind])),
         'app CPU µs/msg': Math.round(median(cpu[kind])),
         'PostgreSQL CPU µs/msg': dbCpu ? Math.round(median(dbCpuPerMessage[kind])) : 'n/a',
@@ -134,13 +166,19 @@ const bench: Bench = async (): Promise<BenchResult> => {
       })),
       fields: {
         plain_msg_s: Math.round(plain),
+        intercepted_msg_s: Math.round(intercepted),
         idempotent_msg_s: Math.round(idempotent),
-        ratio: Math.round((idempotent / plain) * 100) / 100,
+        ratio: round2(idempotent / plain),
+        // What the library adds over any interceptor (Nest's interceptor machinery is in both).
+        ratio_vs_intercepted: round2(idempotent / intercepted),
+        intercepted_vs_plain: round2(intercepted / plain),
         plain_cpu_us_per_msg: Math.round(median(cpu.plain)),
+        intercepted_cpu_us_per_msg: Math.round(median(cpu.intercepted)),
         idempotent_cpu_us_per_msg: Math.round(median(cpu.idempotent)),
         ...(dbCpu
           ? {
               plain_db_cpu_us_per_msg: Math.round(median(dbCpuPerMessage.plain)),
+              intercepted_db_cpu_us_per_msg: Math.round(median(dbCpuPerMessage.intercepted)),
               idempotent_db_cpu_us_per_msg: Math.round(median(dbCpuPerMessage.idempotent)),
             }
           : {}),
