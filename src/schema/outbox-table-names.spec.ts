@@ -133,6 +133,7 @@ describe('outboxEntities() and outboxMigrations()', () => {
       'AddOutboxAttempts_billing_1765152000000',
       'CreateIdempotencySteps_billing_1765411200000',
       'AddOutboxDestinations_billing_1765497600000',
+      'IdempotencyExpiryBrin_billing_1765584000000',
     ]);
     expect(names({ schema: 'billing' })[0]).toBe('CreateOutboxTables_billing.1764374400000');
     expect(names({ schema: 'b', prefix: 'x_' })[0]).toBe('CreateOutboxTables_b.x_1764374400000');
