@@ -1,4 +1,4 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
+import { contextSlot } from '../util/context-slots';
 import type { StepScope } from './steps/step-scope';
 
 /**
@@ -14,7 +14,8 @@ export interface HandlerStart {
   steps?: () => StepScope | undefined;
 }
 
-const starts = new AsyncLocalStorage<HandlerStart>();
+/** The start mark, in the library's one async context (`context-slots.ts`). */
+const starts = contextSlot<HandlerStart>('idempotent handler start');
 
 /** Runs `work` (which calls the handler) with `mark` as the call's start mark. */
 export function trackHandlerStart<T>(mark: HandlerStart, work: () => T): T {
@@ -23,13 +24,13 @@ export function trackHandlerStart<T>(mark: HandlerStart, work: () => T): T {
 
 /** The mark of the call running in this async context, if any. */
 export function currentHandlerStart(): HandlerStart | undefined {
-  return starts.getStore();
+  return starts.get();
 }
 
 /** `method` that marks the start of its call before it runs; its name and reflect metadata are carried over. */
 export function markingStart<F extends (...args: any[]) => unknown>(method: F): F {
   const marked = function (this: unknown, ...args: unknown[]) {
-    const mark = starts.getStore();
+    const mark = starts.get();
     if (mark) mark.started = true;
     return method.apply(this, args);
   };
