@@ -16,6 +16,8 @@ import { dropIndex, migrationNames, SHIPPED_TABLES, type MigrationNames } from '
  * block ranges in play and its cleanup reads more of the table per batch; such an app can put a B-tree back with a
  * migration of its own (`CREATE INDEX … ("expires_at")`), as `down()` does.
  *
+ * It rebuilds the index in the migration's transaction: writes to the table wait for one sequential scan of it.
+ *
  * Run it after `CreateIdempotencySteps1765411200000` (`migrations: [...OUTBOX_MIGRATIONS]` lists it).
  * (`outboxMigrations({ prefix, schema })` gives it for other table names.)
  */
