@@ -5,6 +5,18 @@ import { MAX_JSON_DEPTH } from './stable-json';
  * guarantee without failing a request. Imported as `warnings`, e.g. `warnings.sharedKeys(consumer)`.
  */
 
+/** Remembers what was warned about, so each warning is logged once per handler (`warnOnce`). */
+export class FirstTimes {
+  private readonly seen = new Set<string>();
+
+  /** True the first time it is asked about `about`, false ever after. */
+  first(about: string): boolean {
+    if (this.seen.has(about)) return false;
+    this.seen.add(about);
+    return true;
+  }
+}
+
 /** An HTTP route ran without a principal and without a `scope` option: its keys are shared by every client. */
 export function sharedKeys(consumer: string): string {
   return (

@@ -2,6 +2,7 @@ import { CallHandler, ExecutionContext, Injectable, Logger, NestInterceptor } fr
 import { Reflector } from '@nestjs/core';
 import { lastValueFrom, Observable, of } from 'rxjs';
 import { describeError } from '../util/describe-error';
+import { rollbackQuietly } from './attempt-rollback';
 import { boundedText, scopeFromOption } from './call-scope';
 import { isDatabaseUnavailable } from './database-unavailable';
 import { keepFailure } from './final-failure';
@@ -36,13 +37,13 @@ import { outcomeOfStatus, reportIdempotencyOutcome } from '../events/idempotency
  *
  * This class strings the steps together; their bodies live in files of one job each: `handler-options.resolver.ts`,
  * `http-request-key.ts`, `http-first-run.ts`, `stored-response.ts`, `message-key.ts`, `message-settlement.ts`,
- * `call-scope.ts`, `idempotency-warnings.ts` and `outer-application.ts`.
+ * `call-scope.ts`, `attempt-rollback.ts`, `idempotency-warnings.ts` and `outer-application.ts`.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
   protected readonly logger = new Logger('Idempotency');
   private readonly handlerOptions: HandlerOptionsResolver;
-  private readonly warned = new Set<string>();
+  private readonly warned = new warnings.FirstTimes();
 
   constructor(
     protected readonly reflector: Reflector,
@@ -309,12 +310,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /** Rolls back after the handler failed; a rollback that fails too is logged, so the handler's error is answered. */
-  protected async rollbackQuietly(attempt: IdempotencyAttempt): Promise<void> {
-    try {
-      await attempt.rollback();
-    } catch (error) {
-      this.logger.warn(`Rollback failed: ${describeError(error)}`);
-    }
+  protected rollbackQuietly(attempt: IdempotencyAttempt): Promise<void> {
+    return rollbackQuietly(attempt, this.logger);
   }
 
   /** Another request committed the key first (the unique constraint fired): answer with its record. */
@@ -346,9 +343,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return this.handlerOptions.resolve(context);
   }
 
+  /** Logs `message` as a warning the first time it is about `about` (a handler, or a handler and a topic). */
   protected warnOnce(about: string, message: string): void {
-    if (this.warned.has(about)) return;
-    this.warned.add(about);
-    this.logger.warn(message);
+    if (this.warned.first(about)) this.logger.warn(message);
   }
 }
