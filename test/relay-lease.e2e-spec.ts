@@ -64,7 +64,7 @@ for (const kind of kinds) {
       expect(await passA).toMatchObject({ claimed: 1, published: 0, fenced: 1 });
       gate.restore();
 
-      expect(lost).toEqual([{ owner: expect.any(String), lost: 1, messageIds: [id] }]);
+      expect(lost).toEqual([{ dataSource: 'default', owner: expect.any(String), lost: 1, messageIds: [id] }]);
       const row = await repo.findOneByOrFail({ messageId: id });
       expect(row).toMatchObject({ status: 'sent', claimedBy: null, attempts: 2 });
       // Both publishes reached the broker with the same message id: the consumer's deduplication handles it.
