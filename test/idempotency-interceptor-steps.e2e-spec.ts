@@ -9,7 +9,6 @@ import {
   SetMetadata,
   UseInterceptors,
 } from '@nestjs/common';
-import type { CallHandler } from '@nestjs/common';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
 import {
@@ -62,9 +61,9 @@ class ApiClientInterceptor extends IdempotencyInterceptor {
     return super.replay(context, record);
   }
 
-  protected runHandler(next: CallHandler, attempt: IdempotencyAttempt): Promise<unknown> {
+  protected runHandler(handler: () => Promise<unknown>, attempt: IdempotencyAttempt): Promise<unknown> {
     steps.push('runHandler');
-    return super.runHandler(next, attempt);
+    return super.runHandler(handler, attempt);
   }
 
   protected async rollbackQuietly(attempt: IdempotencyAttempt): Promise<void> {

@@ -1,4 +1,7 @@
+import { isObservable, lastValueFrom } from 'rxjs';
+import { OutboxConfigurationError } from '../errors';
 import { contextSlot } from '../util/context-slots';
+import { GuardedMessageCall, UNGUARDED_MESSAGE } from './message-call';
 import type { StepScope } from './steps/step-scope';
 
 /**
@@ -27,16 +30,39 @@ export function currentHandlerStart(): HandlerStart | undefined {
   return starts.get();
 }
 
-/** `method` that marks the start of its call before it runs; its name and reflect metadata are carried over. */
+/**
+ * `method` that marks the start of its call before it runs; its name, length and reflect metadata are carried over.
+ * Called by Nest on the message path (`message-path.ts`), its hidden last argument is the guard's call: the body then
+ * runs through it, without that argument.
+ */
 export function markingStart<F extends (...args: any[]) => unknown>(method: F): F {
   const marked = function (this: unknown, ...args: unknown[]) {
+    const last = args[args.length - 1];
+    if (last instanceof GuardedMessageCall) {
+      args.length -= 1;
+      return last.run(last, async () => settledValue(method.apply(this, args)));
+    }
+    if (last === UNGUARDED_MESSAGE) throw unguarded(method);
     const mark = starts.get();
     if (mark) mark.started = true;
     return method.apply(this, args);
   };
   Object.defineProperty(marked, 'name', { value: method.name });
+  Object.defineProperty(marked, 'length', { value: method.length });
   for (const key of Reflect.getMetadataKeys(method)) {
     Reflect.defineMetadata(key, Reflect.getMetadata(key, method), marked);
   }
   return marked as unknown as F;
+}
+
+/** A handler's value: a returned Observable's last value (what Nest would send), else the value itself. */
+function settledValue(value: unknown): unknown {
+  return isObservable(value) ? lastValueFrom(value, { defaultValue: undefined }) : value;
+}
+
+function unguarded(method: Function): OutboxConfigurationError {
+  return new OutboxConfigurationError(
+    `@Idempotent() could not guard ${method.name}: its transport passed neither a context object nor object data to ` +
+      'key the message by, so it was not run. Give the handler object data, or use a transport of @nestjs/microservices.',
+  );
 }

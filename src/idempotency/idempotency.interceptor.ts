@@ -22,6 +22,7 @@ import {
   nestedTooDeeplyProblem,
   reusedKeyProblem,
 } from './idempotency.problems';
+import { hasGuardedCall } from './message-call';
 import { fingerprintMessage, readMessageKey } from './message-key';
 import * as settlement from './message-settlement';
 import { isGuardedByOuterApplication } from './outer-application';
@@ -60,6 +61,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const type = context.getType();
     if (type !== 'http' && type !== 'rpc') return next.handle();
     if (isGuardedByOuterApplication(context)) return next.handle();
+    if (type === 'rpc' && hasGuardedCall(context)) return next.handle(); // the message path guards it
     return type === 'http' ? this.interceptHttp(context, next) : this.interceptRpc(context, next);
   }
 
@@ -175,7 +177,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
       throw this.reject(context, inFlightProblem(header, retryAfter));
     };
     return runFirstRequest(attempt, call, {
-      run: () => this.runWithSteps(next, attempt, call),
+      // next.handle() binds the async context it is called in: it is called inside the transaction's context.
+      run: () => this.runWithSteps(() => lastValueFrom(next.handle(), { defaultValue: undefined }), attempt, call),
       capture: (value) => this.toStoredResponse(context, value, call.options),
       rollback: () => this.rollbackQuietly(attempt),
       failure: (error) => this.databaseError(context, error, call.options),
@@ -207,28 +210,50 @@ export class IdempotencyInterceptor implements NestInterceptor {
   // ---------------------------------------------------------------------------------------------------- messages
 
   protected async interceptRpc(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
-    const options = this.optionsOf(context);
+    const key = this.messageKeyOf(context);
+    // next.handle() binds the async context it is called in: it is called inside the transaction's context.
+    return of(await this.handleMessage(context, key, () => lastValueFrom(next.handle(), { defaultValue: undefined })));
+  }
+
+  /**
+   * The key of the message in `context` (the `key` option's value, else the outbox message id), remembered for
+   * `@IdempotencyKey()`; undefined or empty when the message carries none.
+   */
+  protected messageKeyOf(context: ExecutionContext): string | undefined {
     // An RPC context's arguments are (data, transport context): read by index, as `switchToRpc()` would without
     // the two closures it builds on every call.
-    const data = context.getArgByIndex(0);
-    const key = readMessageKey(context, data, options);
+    const key = readMessageKey(context, context.getArgByIndex(0), this.optionsOf(context));
+    if (typeof key === 'string' && key.length > 0) rememberIdempotencyKey(context, key);
+    return key;
+  }
+
+  /**
+   * Guards one message: `handler` (which runs the handler's body) runs once per `key`, in a transaction with the
+   * key's record; a redelivery is skipped (a `@MessagePattern` gets the stored response). Resolves with what the
+   * caller receives. Called by `intercept()` and by the message path of `@Idempotent()` (`IdempotentMessageGuard`).
+   */
+  protected async handleMessage(
+    context: ExecutionContext,
+    key: string | undefined,
+    handler: () => Promise<unknown>,
+  ): Promise<unknown> {
+    const options = this.optionsOf(context);
     if (typeof key !== 'string' || key.length === 0) {
       this.warnOnce(options.consumer, warnings.messageWithoutId(options.consumer));
-      return this.runWithoutRecordRpc(context, next, options);
+      return this.runWithoutRecordRpc(context, handler, options);
     }
     // Awaited only when the `scope` option answers with a promise: an await of a plain string costs a promise hop.
     const scope = this.scopeOf(context, options, options.consumer);
     const call: IdempotentCall = {
       key: this.boundedText(key),
       scope: this.boundedText(typeof scope === 'string' ? scope : await scope),
-      fingerprint: this.messageFingerprint(context, data, options),
+      fingerprint: this.messageFingerprint(context, context.getArgByIndex(0), options),
       options,
     };
-    rememberIdempotencyKey(context, key);
     const begun = await this.idempotency.claim(call.scope, call.key, call.fingerprint, options.ttl);
     if (begun.kind === 'stored') return this.skipDuplicate(context, begun.record, call);
     if (begun.kind === 'in-flight') return this.deferInFlight(context, call);
-    return this.runFirstRpc(context, next, begun.attempt, call);
+    return this.runFirstRpc(context, handler, begun.attempt, call);
   }
 
   /** The fingerprint of a message's data (for a warning: the id decides); fixed, with a warning, if nested too deep. */
@@ -242,13 +267,13 @@ export class IdempotencyInterceptor implements NestInterceptor {
   /** The first delivery: runs the handler in the transaction with the record; settles the message after commit. */
   protected runFirstRpc(
     context: ExecutionContext,
-    next: CallHandler,
+    handler: () => Promise<unknown>,
     attempt: IdempotencyAttempt,
     call: IdempotentCall,
-  ): Promise<Observable<unknown>> {
+  ): Promise<unknown> {
     const skip = (record: StoredIdempotencyRecord) => this.skipDuplicate(context, record, call);
     return settlement.runFirstDelivery(attempt, call, {
-      run: () => this.runWithSteps(next, attempt, call),
+      run: () => this.runWithSteps(handler, attempt, call),
       rollback: () => this.rollbackQuietly(attempt),
       settle: (how) => this.settle(context, call.options, how),
       lostRace: () => this.afterLostRace(call, skip, () => this.deferInFlight(context, call)),
@@ -258,22 +283,18 @@ export class IdempotencyInterceptor implements NestInterceptor {
   /** A message without an id: its own transaction, no record; acked after the commit, requeued if anything fails. */
   protected runWithoutRecordRpc(
     context: ExecutionContext,
-    next: CallHandler,
+    handler: () => Promise<unknown>,
     options: ResolvedIdempotentOptions,
-  ): Promise<Observable<unknown>> {
-    return settlement.runWithoutRecord(this.idempotency, next, (how) => this.settle(context, options, how));
+  ): Promise<unknown> {
+    return settlement.runWithoutRecord(this.idempotency, handler, (how) => this.settle(context, options, how));
   }
 
   /** A redelivery of a handled message: the handler does not run; a `@MessagePattern` gets the stored response. */
-  protected skipDuplicate(
-    context: ExecutionContext,
-    record: StoredIdempotencyRecord,
-    call: IdempotentCall,
-  ): Observable<unknown> {
+  protected skipDuplicate(context: ExecutionContext, record: StoredIdempotencyRecord, call: IdempotentCall): unknown {
     settlement.logDuplicate(this.logger, record, call);
     reportIdempotencyOutcome('duplicate_skipped', call.options, 'rpc');
     this.settle(context, call.options, 'ack');
-    return of(parseBody(record.body));
+    return parseBody(record.body);
   }
 
   /**
@@ -281,11 +302,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * commit or roll back; this one is requeued after `retryAfter` seconds (manual-ack RabbitMQ), refused
    * (`@MessagePattern`, so the caller can retry) or skipped with a warning.
    */
-  protected deferInFlight(context: ExecutionContext, call: IdempotentCall): Observable<unknown> {
+  protected deferInFlight(context: ExecutionContext, call: IdempotentCall): undefined {
     reportIdempotencyOutcome('in_flight', call.options, 'rpc');
     if (this.isMessagePattern(context)) throw settlement.inFlightError(call.key);
     settlement.logInFlight(this.logger, call, this.settle(context, call.options, 'requeue'));
-    return of(undefined);
+    return undefined;
   }
 
   /** With `manualAck` (RabbitMQ) acks the message, or requeues it after `retryAfter` s; whether it did anything. */
@@ -297,16 +318,19 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return settlement.isMessagePattern(this.reflector, context);
   }
 
-  /** Runs the handler with the attempt's transaction ambient, and resolves with its last value. */
-  protected runHandler(next: CallHandler, attempt: IdempotencyAttempt): Promise<unknown> {
-    // next.handle() binds the async context it is called in: call it inside the transaction's context.
-    return attempt.run(() => lastValueFrom(next.handle(), { defaultValue: undefined }));
+  /** Runs the handler (`handler` calls it) with the attempt's transaction ambient, and resolves with its value. */
+  protected runHandler(handler: () => Promise<unknown>, attempt: IdempotencyAttempt): Promise<unknown> {
+    return attempt.run(handler);
   }
 
   /** `runHandler` with the call's steps (`idempotentStep()`) reachable from the handler. */
-  protected runWithSteps(next: CallHandler, attempt: IdempotencyAttempt, call: IdempotentCall): Promise<unknown> {
+  protected runWithSteps(
+    handler: () => Promise<unknown>,
+    attempt: IdempotencyAttempt,
+    call: IdempotentCall,
+  ): Promise<unknown> {
     const steps = () => this.idempotency.steps;
-    return withSteps(steps, call, attempt, (marked) => this.runHandler(next, marked));
+    return withSteps(steps, call, attempt, (marked) => this.runHandler(handler, marked));
   }
 
   /** Rolls back after the handler failed; a rollback that fails too is logged, so the handler's error is answered. */

@@ -5,6 +5,7 @@ import { OutboxConfigurationError } from '../errors';
 import { markingStart } from './handler-start';
 import { IdempotencyProblemFilter } from './idempotency-problem.filter';
 import { IDEMPOTENT_OPTIONS } from './idempotency.constants';
+import { queueMessagePath } from './message-path';
 import { idempotencyInterceptorFor } from './named-idempotency.interceptor';
 import type { IdempotentOptions } from './idempotency.options';
 import { recordIdempotentRoute } from './openapi-contract';
@@ -28,6 +29,7 @@ export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & Me
     if (propertyKey !== undefined) {
       refuseOwnResponse(target.constructor, propertyKey);
       recordIdempotentRoute(target.constructor, propertyKey); // for the OpenAPI document (openapi-contract.ts)
+      queueMessagePath(target.constructor, propertyKey, options.dataSource); // a message handler: message-path.ts
       if (typeof descriptor?.value === 'function') {
         descriptor.value = markedOnce(descriptor.value);
         // Installed here too, not only through the returned descriptor: a decorator applied by hand (plain

@@ -1,8 +1,7 @@
-import type { CallHandler, ExecutionContext, Logger } from '@nestjs/common';
+import type { ExecutionContext, Logger } from '@nestjs/common';
 import type { Reflector } from '@nestjs/core';
 import { RmqContext, RpcException } from '@nestjs/microservices';
 import { PATTERN_HANDLER_METADATA } from '@nestjs/microservices/constants';
-import { lastValueFrom, Observable, of } from 'rxjs';
 import { describeError } from '../util/describe-error';
 import type { IdempotencyAttempt, StoredIdempotencyRecord } from './idempotency-store';
 import type { IdempotencyService } from './idempotency.service';
@@ -75,7 +74,7 @@ export interface FirstDeliverySteps {
   /** Acknowledges or requeues the message (`settle`). */
   settle(how: 'ack' | 'requeue'): unknown;
   /** Answers when a redelivery committed the message first (`afterLostRace`). */
-  lostRace(): Promise<Observable<unknown>>;
+  lostRace(): Promise<unknown>;
 }
 
 /**
@@ -87,7 +86,7 @@ export async function runFirstDelivery(
   attempt: IdempotencyAttempt,
   call: IdempotentCall,
   steps: FirstDeliverySteps,
-): Promise<Observable<unknown>> {
+): Promise<unknown> {
   let value: unknown;
   let body: string | null;
   try {
@@ -102,7 +101,7 @@ export async function runFirstDelivery(
   if (await attempt.commit({ fingerprint, ttl: options.ttl, status: null, body, headers: null })) {
     reportIdempotencyOutcome('executed', options, 'rpc');
     steps.settle('ack');
-    return of(value);
+    return value;
   }
   return steps.lostRace();
 }
@@ -113,19 +112,19 @@ export async function runFirstDelivery(
  */
 export async function runWithoutRecord(
   idempotency: Pick<IdempotencyService, 'transaction'>,
-  next: CallHandler,
+  handler: () => Promise<unknown>,
   settle: (how: 'ack' | 'requeue') => unknown,
-): Promise<Observable<unknown>> {
+): Promise<unknown> {
   let value: unknown;
   try {
-    // next.handle() is called inside the transaction's async context, so the handler's writes join it.
-    value = await idempotency.transaction(() => lastValueFrom(next.handle(), { defaultValue: undefined }));
+    // The handler is called inside the transaction's async context, so its writes join it.
+    value = await idempotency.transaction(handler);
   } catch (error) {
     settle('requeue');
     throw error;
   }
   settle('ack');
-  return of(value);
+  return value;
 }
 
 /** Logs a skipped redelivery: a warning when its data differs from the handled message's, else a debug line. */

@@ -4,23 +4,35 @@ import { withInjectedTokens } from '../util/named-providers';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { IdempotencyService } from './idempotency.service';
 
-const interceptors = new Map<string, Type<IdempotencyInterceptor>>();
+/** Per class (the interceptor, the message guard): its subclass per DataSource name. */
+const variants = new Map<Function, Map<string, Type<unknown>>>();
 
 /**
- * The interceptor of `@Idempotent({ dataSource })`: `IdempotencyInterceptor` itself for the default DataSource, else a
- * subclass (one per name) that is given the named outbox's `IdempotencyService` (`getOutboxToken(IdempotencyService,
- * name)`) in place of the default one. Everything else is inherited, overridable steps included.
+ * `type` (`IdempotencyInterceptor` or a subclass of it) for the outbox of `dataSource`: `type` itself for the
+ * default DataSource, else a subclass (one per name) that is given the named outbox's `IdempotencyService`
+ * (`getOutboxToken(IdempotencyService, name)`) in place of the default one. Everything else is inherited,
+ * overridable steps included.
  */
-export function idempotencyInterceptorFor(dataSource: string | undefined): Type<IdempotencyInterceptor> {
-  if (isDefaultDataSource(dataSource)) return IdempotencyInterceptor;
+export function forDataSource<T extends IdempotencyInterceptor>(
+  type: Type<T>,
+  dataSource: string | undefined,
+): Type<T> {
+  if (isDefaultDataSource(dataSource)) return type;
   const name = dataSource!;
-  let interceptor = interceptors.get(name);
-  if (!interceptor) {
+  let named = variants.get(type);
+  if (!named) variants.set(type, (named = new Map()));
+  let variant = named.get(name) as Type<T> | undefined;
+  if (!variant) {
     // The subclass inherits the constructor and its parameter types; only the IdempotencyService slot is redirected.
     const tokens = new Map([[IdempotencyService, getOutboxToken(IdempotencyService, name)]]);
-    interceptor = withInjectedTokens(IdempotencyInterceptor, tokens, `IdempotencyInterceptor(${name})`);
-    Injectable()(interceptor);
-    interceptors.set(name, interceptor);
+    variant = withInjectedTokens(type, tokens, `${type.name}(${name})`);
+    Injectable()(variant);
+    named.set(name, variant);
   }
-  return interceptor;
+  return variant;
+}
+
+/** The interceptor of `@Idempotent({ dataSource })` (see `forDataSource`). */
+export function idempotencyInterceptorFor(dataSource: string | undefined): Type<IdempotencyInterceptor> {
+  return forDataSource(IdempotencyInterceptor, dataSource);
 }

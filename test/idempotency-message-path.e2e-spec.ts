@@ -1,0 +1,211 @@
+import {
+  CallHandler,
+  Controller,
+  ExecutionContext,
+  INestApplication,
+  Injectable,
+  NestInterceptor,
+  ParseIntPipe,
+  UseInterceptors,
+} from '@nestjs/common';
+import { GUARDS_METADATA, INTERCEPTORS_METADATA } from '@nestjs/common/constants';
+import {
+  ClientProxy,
+  ClientProxyFactory,
+  Ctx,
+  MessagePattern,
+  Payload,
+  TcpContext,
+  Transport,
+} from '@nestjs/microservices';
+import { lastValueFrom, Observable, of, tap } from 'rxjs';
+import { DataSource } from 'typeorm';
+import { IdempotencyInterceptor, IdempotencyKey, IdempotencyRecord, Idempotent, OutboxService } from '../src';
+import { createOutboxTestingModule } from './fixtures/outbox-app';
+import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
+import { freePort } from './helpers/ports';
+import { describeWith } from './helpers/services';
+
+/**
+ * The message path of `@Idempotent()` (src/idempotency/message-path.ts): on a message handler the library guards
+ * through a guard and a hidden last parameter instead of an interceptor. These tests check that the handler still
+ * gets exactly the arguments it declares, in either decorator order, and stays guarded — over real TCP and a real
+ * database.
+ */
+
+type Request = { key: string; amount: number };
+const runs: Record<string, number> = {};
+const count = (name: string) => (runs[name] = (runs[name] ?? 0) + 1);
+const seenByInterceptor: unknown[] = [];
+
+/** An app's own interceptor on the same handler: still runs, and sees what the handler answered. */
+@Injectable()
+class RecordAnswers implements NestInterceptor {
+  intercept(_context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    return next.handle().pipe(tap((value) => seenByInterceptor.push(value)));
+  }
+}
+
+@Controller()
+class PathHandlers {
+  constructor(private readonly outbox: OutboxService) {}
+
+  /** `@Idempotent()` below the pattern (the documented order), with @Payload, @Ctx and @IdempotencyKey. */
+  @MessagePattern('below')
+  @Idempotent({ key: (data: Request) => data.key })
+  async below(@Payload() data: Request, @Ctx() context: TcpContext, @IdempotencyKey() key: string) {
+    await this.outbox.emit('Charged', { amount: data.amount });
+    return { run: count('below'), amount: data.amount, key, tcp: context instanceof TcpContext };
+  }
+
+  /** Above the pattern, no parameter decorators: Nest's default (the data as the only argument) is kept. */
+  @Idempotent({ key: (data: Request) => data.key })
+  @MessagePattern('above')
+  above(data: Request, second?: unknown) {
+    return { run: count('above'), amount: data.amount, second: second === undefined ? 'none' : typeof second };
+  }
+
+  /** A handler that answers with an Observable, behind an interceptor of the app's own. */
+  @MessagePattern('observable')
+  @UseInterceptors(RecordAnswers)
+  @Idempotent({ key: (data: Request) => data.key })
+  observable(@Payload() data: Request): Observable<unknown> {
+    return of({ run: count('observable'), amount: data.amount });
+  }
+
+  /** A pipe that rejects the payload: the handler never starts, so the key stays free. */
+  @MessagePattern('piped')
+  @Idempotent({ key: (data: { key: string }) => data.key })
+  piped(@Payload('amount', ParseIntPipe) amount: number) {
+    return { run: count('piped'), amount };
+  }
+
+  /** A handler that fails: rolled back with its key, so a retry runs it again. */
+  @MessagePattern('failing')
+  @Idempotent({ key: (data: Request) => data.key })
+  async failing(@Payload() data: Request) {
+    await this.outbox.emit('Charged', { amount: data.amount });
+    if (count('failing') === 1) throw new Error('provider unavailable');
+    return { run: runs.failing };
+  }
+}
+
+/** `@Idempotent()` on the class: its interceptor guards every method, message handlers included. */
+@Controller()
+@Idempotent({ key: (data: Request) => data.key })
+class ClassGuarded {
+  @MessagePattern('class')
+  handle(@Payload() data: Request) {
+    return { run: count('class'), amount: data.amount };
+  }
+}
+
+describe('the message path of @Idempotent() (metadata)', () => {
+  const guards = (method: Function) =>
+    (Reflect.getMetadata(GUARDS_METADATA, method) ?? []).map((g: Function) => g.name);
+  const interceptors = (method: Function) => Reflect.getMetadata(INTERCEPTORS_METADATA, method) ?? [];
+
+  it('swaps the interceptor for the guard on message handlers, in either decorator order', () => {
+    for (const method of [PathHandlers.prototype.below, PathHandlers.prototype.above]) {
+      expect(guards(method)).toEqual(['IdempotentMessageGuard']);
+      expect(interceptors(method)).toEqual([]);
+    }
+    // The app's own interceptor stays.
+    expect(interceptors(PathHandlers.prototype.observable)).toEqual([RecordAnswers]);
+  });
+
+  it('leaves a class-level @Idempotent() with its interceptor', () => {
+    expect(Reflect.getMetadata(INTERCEPTORS_METADATA, ClassGuarded)).toContain(IdempotencyInterceptor);
+    expect(guards(ClassGuarded.prototype.handle)).toEqual([]);
+  });
+});
+
+const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
+
+for (const kind of kinds) {
+  describeWith(servicesOf(kind), `the message path of @Idempotent() over TCP on ${DATABASE_LABEL[kind]}`, () => {
+    let db: TestDatabase;
+    let app: INestApplication;
+    let ds: DataSource;
+    let client: ClientProxy;
+    const send = <T = any>(pattern: string, data: object): Promise<T> => lastValueFrom(client.send<T>(pattern, data));
+    const records = (scope: string) => ds.getRepository(IdempotencyRecord).countBy({ scope });
+    const events = () => ds.query('SELECT COUNT(*) AS n FROM outbox_messages').then((rows) => Number(rows[0].n));
+
+    beforeAll(async () => {
+      db = await createTestDatabase(kind);
+      const moduleRef = await createOutboxTestingModule({
+        db,
+        controllers: [PathHandlers, ClassGuarded],
+        outbox: { publisher: { enabled: false } },
+      });
+      app = moduleRef.createNestApplication({ logger: false });
+      const port = await freePort();
+      app.connectMicroservice({ transport: Transport.TCP, options: { host: '127.0.0.1', port } });
+      await app.startAllMicroservices();
+      await app.init();
+      ds = app.get(DataSource);
+      client = ClientProxyFactory.create({ transport: Transport.TCP, options: { host: '127.0.0.1', port } });
+      await client.connect();
+    });
+
+    afterAll(async () => {
+      await client?.close();
+      await app?.close();
+      await db?.drop();
+    });
+
+    beforeEach(() => {
+      for (const name of Object.keys(runs)) delete runs[name];
+      seenByInterceptor.length = 0;
+    });
+
+    it('gives the handler its declared arguments (@Payload, @Ctx, @IdempotencyKey) and runs it once per key', async () => {
+      const before = await events();
+      const first = await send('below', { key: `b-${kind}`, amount: 5 });
+      expect(first).toEqual({ run: 1, amount: 5, key: `b-${kind}`, tcp: true });
+      expect(await send('below', { key: `b-${kind}`, amount: 5 })).toEqual(first);
+      expect(runs.below).toBe(1);
+      expect(await events()).toBe(before + 1); // the event was written once, in the key's transaction
+      expect(await records('PathHandlers.below')).toBe(1);
+    });
+
+    it('keeps Nest’s default arguments for a handler without parameter decorators (decorated above the pattern)', async () => {
+      const first = await send('above', { key: `a-${kind}`, amount: 7 });
+      expect(first).toEqual({ run: 1, amount: 7, second: 'none' });
+      expect(await send('above', { key: `a-${kind}`, amount: 7 })).toEqual(first);
+      expect(runs.above).toBe(1);
+    });
+
+    it('stores an Observable’s value, and the app’s own interceptor sees the answer and the replay', async () => {
+      const first = await send('observable', { key: `o-${kind}`, amount: 3 });
+      expect(first).toEqual({ run: 1, amount: 3 });
+      expect(await send('observable', { key: `o-${kind}`, amount: 3 })).toEqual(first);
+      expect(runs.observable).toBe(1);
+      expect(seenByInterceptor).toEqual([first, first]);
+    });
+
+    it('claims no key when a pipe rejects the payload: a corrected retry with the same key runs', async () => {
+      await expect(send('piped', { key: `p-${kind}`, amount: 'ten' })).rejects.toBeDefined();
+      expect(runs.piped).toBeUndefined();
+      expect(await records('PathHandlers.piped')).toBe(0);
+      expect(await send('piped', { key: `p-${kind}`, amount: '10' })).toEqual({ run: 1, amount: 10 });
+    });
+
+    it('rolls back a failed run with its key and its event: the retry runs again and writes once', async () => {
+      const before = await events();
+      await expect(send('failing', { key: `f-${kind}`, amount: 2 })).rejects.toBeDefined();
+      expect(await records('PathHandlers.failing')).toBe(0);
+      expect(await events()).toBe(before);
+      expect(await send('failing', { key: `f-${kind}`, amount: 2 })).toEqual({ run: 2 });
+      expect(await events()).toBe(before + 1);
+    });
+
+    it('guards a handler of a class-level @Idempotent() through its interceptor', async () => {
+      const first = await send('class', { key: `c-${kind}`, amount: 1 });
+      expect(await send('class', { key: `c-${kind}`, amount: 1 })).toEqual(first);
+      expect(runs.class).toBe(1);
+      expect(await records('ClassGuarded.handle')).toBe(1);
+    });
+  });
+}
