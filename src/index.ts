@@ -137,7 +137,12 @@ export { isDatabaseUnavailable } from './idempotency/database-unavailable';
 // ── Extension points ─────────────────────────────────────────────────────────────────────────────────────────
 /** Extend it and override a `protected` step; apply it with `SetMetadata(IDEMPOTENT_OPTIONS, …)`. */
 export { IdempotencyInterceptor } from './idempotency/idempotency.interceptor';
-export type { ResolvedIdempotentOptions, StoredResponse, IdempotentCall } from './idempotency/idempotent-call.types';
+export type {
+  ResolvedIdempotentOptions,
+  StoredResponse,
+  IdempotentCall,
+  HandlerBody,
+} from './idempotency/idempotent-call.types';
 export { IDEMPOTENT_OPTIONS } from './idempotency/idempotency.constants';
 /** Sends the problems as `application/problem+json`; `@Idempotent()` applies it, a custom decorator can too. */
 export { IdempotencyProblemFilter } from './idempotency/idempotency-problem.filter';

@@ -12,7 +12,7 @@ import * as httpRequest from './http-request-key';
 import { rememberIdempotencyKey } from './idempotency-key.decorator';
 import type { IdempotencyAttempt, StoredIdempotencyRecord } from './idempotency-store';
 import * as warnings from './idempotency-warnings';
-import type { IdempotentCall, ResolvedIdempotentOptions, StoredResponse } from './idempotent-call.types';
+import type { HandlerBody, IdempotentCall, ResolvedIdempotentOptions, StoredResponse } from './idempotent-call.types';
 import { IdempotencyService } from './idempotency.service';
 import {
   databaseUnavailableProblem,
@@ -215,13 +215,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return of(await this.handleMessage(context, key, () => lastValueFrom(next.handle(), { defaultValue: undefined })));
   }
 
-  /**
-   * The key of the message in `context` (the `key` option's value, else the outbox message id), remembered for
-   * `@IdempotencyKey()`; undefined or empty when the message carries none.
-   */
+  /** The message's key (`key` option, else the outbox id), remembered for `@IdempotencyKey()`; may be empty. */
   protected messageKeyOf(context: ExecutionContext): string | undefined {
-    // An RPC context's arguments are (data, transport context): read by index, as `switchToRpc()` would without
-    // the two closures it builds on every call.
+    // The data is argument 0, read by index as `switchToRpc()` would, without the closures it builds on every call.
     const key = readMessageKey(context, context.getArgByIndex(0), this.optionsOf(context));
     if (typeof key === 'string' && key.length > 0) rememberIdempotencyKey(context, key);
     return key;
@@ -235,7 +231,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   protected async handleMessage(
     context: ExecutionContext,
     key: string | undefined,
-    handler: () => Promise<unknown>,
+    handler: HandlerBody,
   ): Promise<unknown> {
     const options = this.optionsOf(context);
     if (typeof key !== 'string' || key.length === 0) {
@@ -267,7 +263,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   /** The first delivery: runs the handler in the transaction with the record; settles the message after commit. */
   protected runFirstRpc(
     context: ExecutionContext,
-    handler: () => Promise<unknown>,
+    handler: HandlerBody,
     attempt: IdempotencyAttempt,
     call: IdempotentCall,
   ): Promise<unknown> {
@@ -283,7 +279,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   /** A message without an id: its own transaction, no record; acked after the commit, requeued if anything fails. */
   protected runWithoutRecordRpc(
     context: ExecutionContext,
-    handler: () => Promise<unknown>,
+    handler: HandlerBody,
     options: ResolvedIdempotentOptions,
   ): Promise<unknown> {
     return settlement.runWithoutRecord(this.idempotency, handler, (how) => this.settle(context, options, how));
@@ -319,16 +315,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /** Runs the handler (`handler` calls it) with the attempt's transaction ambient, and resolves with its value. */
-  protected runHandler(handler: () => Promise<unknown>, attempt: IdempotencyAttempt): Promise<unknown> {
+  protected runHandler(handler: HandlerBody, attempt: IdempotencyAttempt): Promise<unknown> {
     return attempt.run(handler);
   }
 
   /** `runHandler` with the call's steps (`idempotentStep()`) reachable from the handler. */
-  protected runWithSteps(
-    handler: () => Promise<unknown>,
-    attempt: IdempotencyAttempt,
-    call: IdempotentCall,
-  ): Promise<unknown> {
+  protected runWithSteps(handler: HandlerBody, attempt: IdempotencyAttempt, call: IdempotentCall): Promise<unknown> {
     const steps = () => this.idempotency.steps;
     return withSteps(steps, call, attempt, (marked) => this.runHandler(handler, marked));
   }

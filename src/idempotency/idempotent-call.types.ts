@@ -27,3 +27,6 @@ export interface IdempotentCall {
   fingerprint: string;
   options: ResolvedIdempotentOptions;
 }
+
+/** Runs the guarded handler's own body (through Nest's `next.handle()`, or directly on the message path). */
+export type HandlerBody = () => Promise<unknown>;

@@ -16,6 +16,10 @@ import { recordIdempotentRoute } from './openapi-contract';
  * recorded in the same transaction as the handler's writes: `OutboxService.manager`, `transaction()` and `emit()`
  * inside the handler join it. A method's options override its class's, which override the module's `idempotency`.
  *
+ * On an HTTP route, and on every method when applied to a class, it guards through `IdempotencyInterceptor`. On a
+ * message handler method it takes the message path instead (`message-path.ts`): a guard and a hidden parameter, no
+ * interceptor chain per message, with the key claimed after the app's interceptors and pipes (docs/idempotency.md).
+ *
  * A handler that writes the response itself (`@Res()` or `@Next()` without `passthrough: true`) cannot be replayed
  * and is refused here, when the class is defined.
  */
