@@ -8,7 +8,7 @@ import {
   ParseIntPipe,
   UseInterceptors,
 } from '@nestjs/common';
-import { GUARDS_METADATA, INTERCEPTORS_METADATA } from '@nestjs/common/constants';
+import { GUARDS_METADATA, INTERCEPTORS_METADATA, SELF_DECLARED_DEPS_METADATA } from '@nestjs/common/constants';
 import {
   ClientProxy,
   ClientProxyFactory,
@@ -20,7 +20,15 @@ import {
 } from '@nestjs/microservices';
 import { lastValueFrom, Observable, of, tap } from 'rxjs';
 import { DataSource } from 'typeorm';
-import { IdempotencyInterceptor, IdempotencyKey, IdempotencyRecord, Idempotent, OutboxService } from '../src';
+import {
+  getOutboxToken,
+  IdempotencyInterceptor,
+  IdempotencyKey,
+  IdempotencyRecord,
+  Idempotent,
+  OutboxService,
+} from '../src';
+import { IdempotencyService } from '../src/idempotency/idempotency.service';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
 import { freePort } from './helpers/ports';
@@ -90,6 +98,16 @@ class PathHandlers {
   }
 }
 
+/** A handler whose keys go to the outbox of another DataSource. */
+@Controller()
+class BillingHandler {
+  @MessagePattern('billing')
+  @Idempotent({ dataSource: 'billing' })
+  handle(@Payload() data: Request) {
+    return data;
+  }
+}
+
 /** `@Idempotent()` on the class: its interceptor guards every method, message handlers included. */
 @Controller()
 @Idempotent({ key: (data: Request) => data.key })
@@ -112,6 +130,14 @@ describe('the message path of @Idempotent() (metadata)', () => {
     }
     // The app's own interceptor stays.
     expect(interceptors(PathHandlers.prototype.observable)).toEqual([RecordAnswers]);
+  });
+
+  it('gives @Idempotent({ dataSource }) the guard that is injected with that outbox’s IdempotencyService', () => {
+    const [guard] = Reflect.getMetadata(GUARDS_METADATA, BillingHandler.prototype.handle);
+    expect(guard.name).toBe('IdempotentMessageGuard(billing)');
+    const injected = (Reflect.getMetadata(SELF_DECLARED_DEPS_METADATA, guard) ?? []).map((d: any) => d.param);
+    expect(injected).toContain(getOutboxToken(IdempotencyService, 'billing'));
+    expect(interceptors(BillingHandler.prototype.handle)).toEqual([]);
   });
 
   it('leaves a class-level @Idempotent() with its interceptor', () => {
