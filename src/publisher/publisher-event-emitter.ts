@@ -20,8 +20,12 @@ export class PublisherEventEmitter {
     listeners.on('error', (error) => this.logger.error(`An outbox event listener failed: ${describeError(error)}`));
   }
 
-  /** Sends `payload`, with the outbox's `dataSource`, to the diagnostics channel and the listeners of `event`. */
+  /**
+   * Sends `payload`, with the outbox's `dataSource`, to the diagnostics channel and the listeners of `event`; when
+   * nothing watches `event`, does nothing (not even the copy that stamps the payload).
+   */
   send<E extends keyof OutboxPublisherEvents>(event: E, payload: OutboxEventPayload<E>): void {
+    if (!this.isWatched(event)) return;
     try {
       const stamped = { ...payload, dataSource: this.dataSource } as OutboxPublisherEvents[E];
       publishToChannel(event, stamped);
