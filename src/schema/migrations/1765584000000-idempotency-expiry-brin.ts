@@ -26,18 +26,25 @@ export class IdempotencyExpiryBrin1765584000000 implements MigrationInterface {
   /** The table set it changes (the shipped names; `outboxMigrations()` sets others). */
   tables: OutboxTableNames = SHIPPED_TABLES;
 
-  async up(queryRunner: QueryRunner): Promise<void> {
-    const type = queryRunner.connection.options.type;
-    if (type !== 'postgres') return;
-    for (const sql of indexStatements(migrationNames(type, this.tables), 'brin')) await queryRunner.query(sql);
+  up(queryRunner: QueryRunner): Promise<void> {
+    return rebuildExpiryIndex(queryRunner, this.tables, 'brin');
   }
 
   /** Back to the B-tree of `CreateIdempotencyKeys1764460800000`. */
-  async down(queryRunner: QueryRunner): Promise<void> {
-    const type = queryRunner.connection.options.type;
-    if (type !== 'postgres') return;
-    for (const sql of indexStatements(migrationNames(type, this.tables), 'btree')) await queryRunner.query(sql);
+  down(queryRunner: QueryRunner): Promise<void> {
+    return rebuildExpiryIndex(queryRunner, this.tables, 'btree');
   }
+}
+
+/** On PostgreSQL (else nothing), drops the expiry index of `idempotency_keys` and makes it again with `method`. */
+async function rebuildExpiryIndex(
+  queryRunner: QueryRunner,
+  tables: OutboxTableNames,
+  method: 'brin' | 'btree',
+): Promise<void> {
+  const type = queryRunner.connection.options.type;
+  if (type !== 'postgres') return;
+  for (const sql of indexStatements(migrationNames(type, tables), method)) await queryRunner.query(sql);
 }
 
 /** Drops the expiry index of `idempotency_keys` and creates it again, same name, with `method`. */
