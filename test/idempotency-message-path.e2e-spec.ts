@@ -9,15 +9,7 @@ import {
   UseInterceptors,
 } from '@nestjs/common';
 import { GUARDS_METADATA, INTERCEPTORS_METADATA, SELF_DECLARED_DEPS_METADATA } from '@nestjs/common/constants';
-import {
-  ClientProxy,
-  ClientProxyFactory,
-  Ctx,
-  MessagePattern,
-  Payload,
-  TcpContext,
-  Transport,
-} from '@nestjs/microservices';
+import { ClientProxy, Ctx, MessagePattern, Payload, TcpContext } from '@nestjs/microservices';
 import { lastValueFrom, Observable, of, tap } from 'rxjs';
 import { DataSource } from 'typeorm';
 import {
@@ -31,8 +23,8 @@ import {
 import { IdempotencyService } from '../src/idempotency/idempotency.service';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
-import { freePort } from './helpers/ports';
 import { describeWith } from './helpers/services';
+import { startWithTcpClient } from './helpers/tcp-app';
 
 /**
  * The message path of `@Idempotent()` (src/idempotency/message-path.ts): on a message handler the library guards
@@ -165,14 +157,8 @@ for (const kind of kinds) {
         controllers: [PathHandlers, ClassGuarded],
         outbox: { publisher: { enabled: false } },
       });
-      app = moduleRef.createNestApplication({ logger: false });
-      const port = await freePort();
-      app.connectMicroservice({ transport: Transport.TCP, options: { host: '127.0.0.1', port } });
-      await app.startAllMicroservices();
-      await app.init();
+      ({ app, client } = await startWithTcpClient(moduleRef));
       ds = app.get(DataSource);
-      client = ClientProxyFactory.create({ transport: Transport.TCP, options: { host: '127.0.0.1', port } });
-      await client.connect();
     });
 
     afterAll(async () => {

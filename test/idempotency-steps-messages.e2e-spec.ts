@@ -1,13 +1,13 @@
 import { Controller, INestApplication } from '@nestjs/common';
-import { ClientProxy, ClientProxyFactory, MessagePattern, Payload, Transport } from '@nestjs/microservices';
+import { ClientProxy, MessagePattern, Payload } from '@nestjs/microservices';
 import { lastValueFrom } from 'rxjs';
 import { DataSource } from 'typeorm';
 import { IdempotencyStep, Idempotent, idempotentStep, OutboxService } from '../src';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
-import { freePort } from './helpers/ports';
 import { describeWith } from './helpers/services';
+import { startWithTcpClient } from './helpers/tcp-app';
 
 const seen = { providerCalls: [] as string[], failNext: 0 };
 
@@ -47,13 +47,7 @@ for (const kind of kinds) {
         controllers: [RefundHandler],
         outbox: { publisher: { enabled: false } },
       });
-      app = moduleRef.createNestApplication({ logger: false });
-      const port = await freePort();
-      app.connectMicroservice({ transport: Transport.TCP, options: { host: '127.0.0.1', port } });
-      await app.startAllMicroservices();
-      await app.init();
-      client = ClientProxyFactory.create({ transport: Transport.TCP, options: { host: '127.0.0.1', port } });
-      await client.connect();
+      ({ app, client } = await startWithTcpClient(moduleRef));
     });
 
     afterAll(async () => {
