@@ -1,4 +1,5 @@
 import {
+  Body,
   CallHandler,
   Controller,
   ExecutionContext,
@@ -6,6 +7,7 @@ import {
   Injectable,
   NestInterceptor,
   ParseIntPipe,
+  Post,
   UseInterceptors,
 } from '@nestjs/common';
 import { GUARDS_METADATA, INTERCEPTORS_METADATA, SELF_DECLARED_DEPS_METADATA } from '@nestjs/common/constants';
@@ -100,13 +102,35 @@ class BillingHandler {
   }
 }
 
-/** `@Idempotent()` on the class: its interceptor guards every method, message handlers included. */
+/** `@Idempotent()` on a consumer class (message handlers only): each handler takes the message path. */
 @Controller()
 @Idempotent({ key: (data: Request) => data.key })
 class ClassGuarded {
   @MessagePattern('class')
   handle(@Payload() data: Request) {
     return { run: count('class'), amount: data.amount };
+  }
+
+  /** A method's own options still override the class's. */
+  @MessagePattern('class-scoped')
+  @Idempotent({ scope: () => 'refunds' })
+  scoped(@Payload() data: Request) {
+    return { run: count('class-scoped'), amount: data.amount };
+  }
+}
+
+/** `@Idempotent()` on a controller with HTTP routes too: the class's interceptor guards every method. */
+@Controller('mixed')
+@Idempotent({ key: (data: Request) => data.key })
+class MixedGuarded {
+  @Post()
+  create(@Body() body: Request) {
+    return body;
+  }
+
+  @MessagePattern('mixed')
+  handle(@Payload() data: Request) {
+    return { run: count('mixed'), amount: data.amount };
   }
 }
 
@@ -132,9 +156,17 @@ describe('the message path of @Idempotent() (metadata)', () => {
     expect(interceptors(BillingHandler.prototype.handle)).toEqual([]);
   });
 
-  it('leaves a class-level @Idempotent() with its interceptor', () => {
-    expect(Reflect.getMetadata(INTERCEPTORS_METADATA, ClassGuarded)).toContain(IdempotencyInterceptor);
-    expect(guards(ClassGuarded.prototype.handle)).toEqual([]);
+  it('gives the message handlers of a consumer class the message path, and the class no interceptor', () => {
+    expect(Reflect.getMetadata(INTERCEPTORS_METADATA, ClassGuarded) ?? []).toEqual([]);
+    for (const method of [ClassGuarded.prototype.handle, ClassGuarded.prototype.scoped]) {
+      expect(guards(method)).toEqual(['IdempotentMessageGuard']);
+      expect(interceptors(method)).toEqual([]);
+    }
+  });
+
+  it('leaves a class-level @Idempotent() on a controller with HTTP routes with its interceptor', () => {
+    expect(Reflect.getMetadata(INTERCEPTORS_METADATA, MixedGuarded)).toContain(IdempotencyInterceptor);
+    expect(guards(MixedGuarded.prototype.handle)).toEqual([]);
   });
 });
 
@@ -154,7 +186,7 @@ for (const kind of kinds) {
       db = await createTestDatabase(kind);
       const moduleRef = await createOutboxTestingModule({
         db,
-        controllers: [PathHandlers, ClassGuarded],
+        controllers: [PathHandlers, ClassGuarded, MixedGuarded],
         outbox: { publisher: { enabled: false } },
       });
       ({ app, client } = await startWithTcpClient(moduleRef));
@@ -213,11 +245,17 @@ for (const kind of kinds) {
       expect(await events()).toBe(before + 1);
     });
 
-    it('guards a handler of a class-level @Idempotent() through its interceptor', async () => {
-      const first = await send('class', { key: `c-${kind}`, amount: 1 });
-      expect(await send('class', { key: `c-${kind}`, amount: 1 })).toEqual(first);
-      expect(runs.class).toBe(1);
-      expect(await records('ClassGuarded.handle')).toBe(1);
+    it('guards the handlers of a class-level @Idempotent(): a consumer’s by the message path, a mixed one’s by the interceptor', async () => {
+      for (const [pattern, scope] of [
+        ['class', 'ClassGuarded.handle'],
+        ['class-scoped', 'refunds'],
+        ['mixed', 'MixedGuarded.handle'],
+      ]) {
+        const first = await send(pattern, { key: `${pattern}-${kind}`, amount: 1 });
+        expect(await send(pattern, { key: `${pattern}-${kind}`, amount: 1 })).toEqual(first);
+        expect(runs[pattern]).toBe(1);
+        expect(await records(scope)).toBe(1);
+      }
     });
   });
 }

@@ -5,7 +5,7 @@ import { OutboxConfigurationError } from '../errors';
 import { markingStart } from './handler-start';
 import { IdempotencyProblemFilter } from './idempotency-problem.filter';
 import { IDEMPOTENT_OPTIONS } from './idempotency.constants';
-import { queueMessagePath } from './message-path';
+import { guardConsumerClass, queueMessagePath } from './message-path';
 import { idempotencyInterceptorFor } from './named-idempotency.interceptor';
 import type { IdempotentOptions } from './idempotency.options';
 import { recordIdempotentRoute } from './openapi-contract';
@@ -16,9 +16,10 @@ import { recordIdempotentRoute } from './openapi-contract';
  * recorded in the same transaction as the handler's writes: `OutboxService.manager`, `transaction()` and `emit()`
  * inside the handler join it. A method's options override its class's, which override the module's `idempotency`.
  *
- * On an HTTP route, and on every method when applied to a class, it guards through `IdempotencyInterceptor`. On a
- * message handler method it takes the message path instead (`message-path.ts`): a guard and a hidden parameter, no
- * interceptor chain per message, with the key claimed after the app's interceptors and pipes (docs/idempotency.md).
+ * An HTTP route is guarded through `IdempotencyInterceptor`. A message handler takes the message path instead
+ * (`message-path.ts`): a guard and a hidden parameter, no interceptor chain per message, the key claimed after the
+ * app's interceptors and pipes (docs/idempotency.md). On a class with HTTP routes, or a subclass, the class's
+ * interceptor guards every method; on a consumer class, each message handler takes the message path.
  *
  * A handler that writes the response itself (`@Res()` or `@Next()` without `passthrough: true`) cannot be replayed
  * and is refused here, when the class is defined.
@@ -27,6 +28,10 @@ export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & Me
   const apply = applyDecorators(
     SetMetadata(IDEMPOTENT_OPTIONS, options),
     UseInterceptors(idempotencyInterceptorFor(options.dataSource)),
+    UseFilters(IdempotencyProblemFilter),
+  );
+  const applyToConsumer = applyDecorators(
+    SetMetadata(IDEMPOTENT_OPTIONS, options),
     UseFilters(IdempotencyProblemFilter),
   );
   return ((target: object, propertyKey?: string | symbol, descriptor?: PropertyDescriptor) => {
@@ -50,6 +55,9 @@ export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & Me
       refuseOtherDataSource(target as Function, name, options.dataSource);
       markMethodStart(prototype, name);
     }
+    // A consumer's message handlers take the message path; any other class is guarded by the class's interceptor.
+    if (guardConsumerClass(target as Function, options.dataSource))
+      return (applyToConsumer as ClassDecorator)(target as Function);
     return (apply as ClassDecorator)(target as Function);
   }) as ClassDecorator & MethodDecorator;
 }

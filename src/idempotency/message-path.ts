@@ -3,6 +3,7 @@ import {
   GUARDS_METADATA,
   INTERCEPTORS_METADATA,
   PARAMTYPES_METADATA,
+  PATH_METADATA,
   ROUTE_ARGS_METADATA,
 } from '@nestjs/common/constants';
 import { extendArrayMetadata } from '@nestjs/common/utils/extend-metadata.util';
@@ -11,7 +12,8 @@ import { PATTERN_HANDLER_METADATA } from '@nestjs/microservices/constants';
 import { IDEMPOTENT_OPTIONS } from './idempotency.constants';
 import { idempotentMessageGuardFor } from './idempotent-message.guard';
 import { takeGuardedCall, UNGUARDED_MESSAGE } from './message-call';
-import { idempotencyInterceptorFor } from './named-idempotency.interceptor';
+import type { IdempotentOptions } from './idempotency.options';
+import { idempotencyInterceptorFor, isIdempotencyInterceptorFor } from './named-idempotency.interceptor';
 
 /**
  * The message path: `@Idempotent()` on an `@EventPattern`/`@MessagePattern` method guards it without an
@@ -23,28 +25,68 @@ import { idempotencyInterceptorFor } from './named-idempotency.interceptor';
  *
  * Decided once the class is complete: a microtask queued by the decorator runs after every decorator of the class
  * (`@EventPattern` may sit above or below `@Idempotent()`), and before Nest reads any metadata. A class-level
- * `@Idempotent()` keeps its interceptor (it guards HTTP routes of the class alike).
+ * `@Idempotent()` decides synchronously (`guardConsumerClass`): class decorators run after the methods'.
  */
 export function queueMessagePath(controller: Function, method: string | symbol, dataSource: string | undefined): void {
-  queueMicrotask(() => takeMessagePath(controller, method, dataSource));
+  queueMicrotask(() => {
+    // A class-level `@Idempotent()` has decided for every method already (`guardConsumerClass`).
+    if (Reflect.getMetadata(IDEMPOTENT_OPTIONS, controller) !== undefined) return;
+    const handler = (controller.prototype as Record<string | symbol, unknown>)[method];
+    if (typeof handler !== 'function') return;
+    if (!idempotencyInterceptors(handler).includes(idempotencyInterceptorFor(dataSource))) return;
+    takeMessagePath(controller.prototype, method, handler, dataSource);
+  });
 }
 
-function takeMessagePath(controller: Function, method: string | symbol, dataSource: string | undefined): void {
-  const prototype = controller.prototype as Record<string | symbol, unknown>;
-  const handler = prototype[method];
-  if (typeof handler !== 'function') return;
+/**
+ * A class-level `@Idempotent()` on a consumer — a controller whose own methods include message handlers and no HTTP
+ * route — gives each message handler the message path instead of putting a class-level interceptor in front of
+ * every message. Returns false, and the class keeps its interceptor, for a controller with HTTP routes (so that
+ * their interceptors keep their order) and for a subclass (the methods it inherits would lose their guard).
+ */
+export function guardConsumerClass(controller: Function, dataSource: string | undefined): boolean {
+  const prototype = controller.prototype as Record<string, unknown>;
+  if (Object.getPrototypeOf(prototype) !== Object.prototype) return false;
+  const methods = Object.getOwnPropertyNames(prototype)
+    .filter((name) => name !== 'constructor')
+    .map((name) => [name, Object.getOwnPropertyDescriptor(prototype, name)?.value] as const)
+    .filter((entry): entry is readonly [string, Function] => typeof entry[1] === 'function');
+  if (methods.some(([, handler]) => Reflect.getMetadata(PATH_METADATA, handler) !== undefined)) return false;
+  const handlers = methods.filter(
+    ([, handler]) => Reflect.getMetadata(PATTERN_HANDLER_METADATA, handler) !== undefined,
+  );
+  if (handlers.length === 0) return false;
+  for (const [name, handler] of handlers) {
+    // A method's own `@Idempotent()` without a dataSource was guarded by the class's interceptor: the class's applies.
+    const own: IdempotentOptions | undefined = Reflect.getMetadata(IDEMPOTENT_OPTIONS, handler);
+    takeMessagePath(prototype, name, handler, own?.dataSource ?? dataSource);
+  }
+  return true;
+}
+
+/** Swaps the library's interceptors of `handler` for the guard of `dataSource` and the hidden parameter. */
+function takeMessagePath(
+  prototype: object,
+  method: string | symbol,
+  handler: Function,
+  dataSource: string | undefined,
+) {
   if (Reflect.getMetadata(PATTERN_HANDLER_METADATA, handler) === undefined) return; // an HTTP route
-  if (Reflect.getMetadata(IDEMPOTENT_OPTIONS, controller) !== undefined) return; // the class's interceptor guards
-  const interceptor = idempotencyInterceptorFor(dataSource);
+  const ours = new Set(idempotencyInterceptors(handler));
   const interceptors: unknown[] = Reflect.getMetadata(INTERCEPTORS_METADATA, handler) ?? [];
-  if (!interceptors.includes(interceptor)) return;
   Reflect.defineMetadata(
     INTERCEPTORS_METADATA,
-    interceptors.filter((each) => each !== interceptor),
+    interceptors.filter((each) => !ours.has(each as Function)),
     handler,
   );
   extendArrayMetadata(GUARDS_METADATA, [idempotentMessageGuardFor(dataSource)], handler);
   addCallParameter(prototype, method, handler);
+}
+
+/** The interceptors `@Idempotent()` applied to `handler` (not an app's own subclass of the interceptor). */
+function idempotencyInterceptors(handler: Function): Function[] {
+  const interceptors: unknown[] = Reflect.getMetadata(INTERCEPTORS_METADATA, handler) ?? [];
+  return interceptors.filter((each): each is Function => isIdempotencyInterceptorFor(each));
 }
 
 /** The hidden parameter: the call the guard left for this handler, or `UNGUARDED_MESSAGE`. */

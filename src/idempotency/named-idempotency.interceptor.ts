@@ -32,6 +32,13 @@ export function forDataSource<T extends IdempotencyInterceptor>(
   return variant;
 }
 
+/** Whether `type` is `IdempotencyInterceptor` or one of its variants for a DataSource (not an app's own subclass). */
+export function isIdempotencyInterceptorFor(type: unknown): boolean {
+  if (type === IdempotencyInterceptor) return true;
+  for (const variant of variants.get(IdempotencyInterceptor)?.values() ?? []) if (variant === type) return true;
+  return false;
+}
+
 /** The interceptor of `@Idempotent({ dataSource })` (see `forDataSource`). */
 export function idempotencyInterceptorFor(dataSource: string | undefined): Type<IdempotencyInterceptor> {
   return forDataSource(IdempotencyInterceptor, dataSource);
