@@ -82,6 +82,15 @@ class PathHandlers {
     return { run: count('piped'), amount };
   }
 
+  /** A slow handler with an effect, for deliveries of one message that race each other. */
+  @MessagePattern('slow')
+  @Idempotent({ key: (data: Request) => data.key })
+  async slow(@Payload() data: Request) {
+    await this.outbox.emit('Charged', { amount: data.amount });
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    return { run: count('slow'), amount: data.amount };
+  }
+
   /** A handler that fails: rolled back with its key, so a retry runs it again. */
   @MessagePattern('failing')
   @Idempotent({ key: (data: Request) => data.key })
@@ -234,6 +243,26 @@ for (const kind of kinds) {
       expect(runs.piped).toBeUndefined();
       expect(await records('PathHandlers.piped')).toBe(0);
       expect(await send('piped', { key: `p-${kind}`, amount: '10' })).toEqual({ run: 1, amount: 10 });
+    });
+
+    it('applies ten concurrent deliveries of one message once; each gets the one answer or is told to retry', async () => {
+      const before = await events();
+      const outcomes = await Promise.allSettled(
+        Array.from({ length: 10 }, () => send('slow', { key: `s-${kind}`, amount: 4 })),
+      );
+      expect(runs.slow).toBe(1);
+      expect(await events()).toBe(before + 1);
+      expect(await records('PathHandlers.slow')).toBe(1);
+      const answered = outcomes.filter((o) => o.status === 'fulfilled').map((o) => o.value);
+      expect(answered.length).toBeGreaterThanOrEqual(1);
+      for (const answer of answered) expect(answer).toEqual({ run: 1, amount: 4 });
+      // PostgreSQL makes a racing delivery wait for the first; MariaDB and SQLite refuse it while it is in flight.
+      for (const outcome of outcomes) {
+        if (outcome.status === 'rejected') expect(JSON.stringify(outcome.reason)).toContain('idempotency-key-in-use');
+      }
+      if (kind === 'postgres') expect(answered).toHaveLength(10);
+      // Once the first committed, a retry gets the answer.
+      expect(await send('slow', { key: `s-${kind}`, amount: 4 })).toEqual({ run: 1, amount: 4 });
     });
 
     it('rolls back a failed run with its key and its event: the retry runs again and writes once', async () => {

@@ -40,7 +40,7 @@ export class DeliveryTap implements NestInterceptor {
 /**
  * The consumer under test: applies each OrderPlaced with a NON-idempotent increment (`value = value + 1`) plus one
  * effect row, inside the transaction `@Idempotent()` opens for the message id. Only `@Idempotent()` stands between
- * a duplicate delivery and a double effect. RabbitMQ with `noAck: false` and `manualAck: true`: the interceptor
+ * a duplicate delivery and a double effect. RabbitMQ with `noAck: false` and `manualAck: true`: the library
  * acks after the commit (and skipped duplicates), requeues after a rollback; the handler never acks itself.
  */
 @Controller()
