@@ -18,8 +18,9 @@ export class OrderPlacedConsumer {
     private readonly deliveries: DeliveryLog,
   ) {}
 
-  // manualAck: on RabbitMQ (consumer started with noAck: false) the interceptor acknowledges the message after the
+  // manualAck: on RabbitMQ (consumer started with noAck: false) the library acknowledges the message after the
   // transaction committed, skipped duplicates too, and requeues it when the handler fails. No-op on other transports.
+  // On a message handler @Idempotent() guards without an interceptor (docs/idempotency.md, "the message path").
   @EventPattern('OrderPlaced')
   @Idempotent({ manualAck: true })
   async onOrderPlaced(@Payload() event: OrderPlacedEvent, @Ctx() context: object): Promise<void> {
