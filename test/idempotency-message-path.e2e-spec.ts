@@ -143,6 +143,17 @@ class MixedGuarded {
   }
 }
 
+/** One method that is an HTTP route and a message handler at once keeps the interceptor (it guards both). */
+@Controller('both')
+class RouteAndPattern {
+  @Post()
+  @MessagePattern('both')
+  @Idempotent({ key: (data: Request) => data.key })
+  handle(@Body() body: Request) {
+    return body;
+  }
+}
+
 describe('the message path of @Idempotent() (metadata)', () => {
   const guards = (method: Function) =>
     (Reflect.getMetadata(GUARDS_METADATA, method) ?? []).map((g: Function) => g.name);
@@ -171,6 +182,11 @@ describe('the message path of @Idempotent() (metadata)', () => {
       expect(guards(method)).toEqual(['IdempotentMessageGuard']);
       expect(interceptors(method)).toEqual([]);
     }
+  });
+
+  it('leaves the interceptor on a method that is an HTTP route and a message handler at once', () => {
+    expect(interceptors(RouteAndPattern.prototype.handle)).toEqual([IdempotencyInterceptor]);
+    expect(guards(RouteAndPattern.prototype.handle)).toEqual([]);
   });
 
   it('leaves a class-level @Idempotent() on a controller with HTTP routes with its interceptor', () => {

@@ -72,6 +72,7 @@ function takeMessagePath(
   dataSource: string | undefined,
 ) {
   if (Reflect.getMetadata(PATTERN_HANDLER_METADATA, handler) === undefined) return; // an HTTP route
+  if (Reflect.getMetadata(PATH_METADATA, handler) !== undefined) return; // a route too: the interceptor guards both
   const ours = new Set(idempotencyInterceptors(handler));
   const interceptors: unknown[] = Reflect.getMetadata(INTERCEPTORS_METADATA, handler) ?? [];
   Reflect.defineMetadata(
