@@ -6,7 +6,6 @@ import {
   PATH_METADATA,
   ROUTE_ARGS_METADATA,
 } from '@nestjs/common/constants';
-import { extendArrayMetadata } from '@nestjs/common/utils/extend-metadata.util';
 import { Payload } from '@nestjs/microservices';
 import { PATTERN_HANDLER_METADATA } from '@nestjs/microservices/constants';
 import { IDEMPOTENT_OPTIONS } from './idempotency.constants';
@@ -80,7 +79,8 @@ function takeMessagePath(
     interceptors.filter((each) => !ours.has(each as Function)),
     handler,
   );
-  extendArrayMetadata(GUARDS_METADATA, [idempotentMessageGuardFor(dataSource)], handler);
+  const guards: unknown[] = Reflect.getMetadata(GUARDS_METADATA, handler) ?? [];
+  Reflect.defineMetadata(GUARDS_METADATA, [...guards, idempotentMessageGuardFor(dataSource)], handler);
   addCallParameter(prototype, method, handler);
 }
 
