@@ -137,6 +137,7 @@ export { isDatabaseUnavailable } from './idempotency/database-unavailable';
 // ── Extension points ─────────────────────────────────────────────────────────────────────────────────────────
 /** Extend it and override a `protected` step; apply it with `SetMetadata(IDEMPOTENT_OPTIONS, …)`. */
 export { IdempotencyInterceptor } from './idempotency/idempotency.interceptor';
+export { IdempotencySteps } from './idempotency/idempotency-steps.base';
 export type {
   ResolvedIdempotentOptions,
   StoredResponse,

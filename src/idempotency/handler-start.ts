@@ -40,7 +40,7 @@ export function markingStart<F extends (...args: any[]) => unknown>(method: F): 
     const last = args[args.length - 1];
     if (last instanceof GuardedMessageCall) {
       args.length -= 1;
-      return last.run(last, async () => settledValue(method.apply(this, args)));
+      return last.run(async () => settledValue(method.apply(this, args)));
     }
     if (last === UNGUARDED_MESSAGE) throw unguarded(method);
     const mark = starts.get();

@@ -1,12 +1,9 @@
-import { CallHandler, ExecutionContext, Injectable, Logger, NestInterceptor } from '@nestjs/common';
+import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { lastValueFrom, Observable, of } from 'rxjs';
 import { describeError } from '../util/describe-error';
-import { rollbackQuietly } from './attempt-rollback';
-import { boundedText, scopeFromOption } from './call-scope';
 import { isDatabaseUnavailable } from './database-unavailable';
 import { keepFailure } from './final-failure';
-import { HandlerOptionsResolver } from './handler-options.resolver';
 import { runFirstRequest } from './http-first-run';
 import * as httpRequest from './http-request-key';
 import { rememberIdempotencyKey } from './idempotency-key.decorator';
@@ -25,10 +22,10 @@ import {
 import { hasGuardedCall } from './message-call';
 import { fingerprintMessage, readMessageKey } from './message-key';
 import * as settlement from './message-settlement';
+import { IdempotencySteps } from './idempotency-steps.base';
 import { isGuardedByOuterApplication } from './outer-application';
 import { MAX_JSON_DEPTH, withinJsonDepth } from './stable-json';
 import { captureResponse, parseBody, replayResponse } from './stored-response';
-import { withSteps } from './steps/idempotent-step';
 import { outcomeOfStatus, reportIdempotencyOutcome } from '../events/idempotency-channel';
 
 /**
@@ -38,23 +35,13 @@ import { outcomeOfStatus, reportIdempotencyOutcome } from '../events/idempotency
  *
  * This class strings the steps together; their bodies live in files of one job each: `handler-options.resolver.ts`,
  * `http-request-key.ts`, `http-first-run.ts`, `stored-response.ts`, `message-key.ts`, `message-settlement.ts`,
- * `call-scope.ts`, `attempt-rollback.ts`, `idempotency-warnings.ts` and `outer-application.ts`.
+ * `call-scope.ts`, `attempt-rollback.ts`, `idempotency-warnings.ts` and `outer-application.ts`; the steps it shares
+ * with the message path (options, scopes, the handler's run, warnings) are `IdempotencySteps`'.
  */
 @Injectable()
-export class IdempotencyInterceptor implements NestInterceptor {
-  protected readonly logger = new Logger('Idempotency');
-  private readonly handlerOptions: HandlerOptionsResolver;
-  private readonly warned = new warnings.FirstTimes();
-
-  constructor(
-    protected readonly reflector: Reflector,
-    protected readonly idempotency: IdempotencyService,
-  ) {
-    this.handlerOptions = new HandlerOptionsResolver(
-      reflector,
-      () => this.idempotency.defaults,
-      () => this.idempotency.dataSourceName,
-    );
+export class IdempotencyInterceptor extends IdempotencySteps implements NestInterceptor {
+  constructor(reflector: Reflector, idempotency: IdempotencyService) {
+    super(reflector, idempotency);
   }
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> | Promise<Observable<unknown>> {
@@ -312,55 +299,5 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   protected isMessagePattern(context: ExecutionContext): boolean {
     return settlement.isMessagePattern(this.reflector, context);
-  }
-
-  /** Runs the handler (`handler` calls it) with the attempt's transaction ambient, and resolves with its value. */
-  protected runHandler(handler: HandlerBody, attempt: IdempotencyAttempt): Promise<unknown> {
-    return attempt.run(handler);
-  }
-
-  /** `runHandler` with the call's steps (`idempotentStep()`) reachable from the handler. */
-  protected runWithSteps(handler: HandlerBody, attempt: IdempotencyAttempt, call: IdempotentCall): Promise<unknown> {
-    const steps = () => this.idempotency.steps;
-    return withSteps(steps, call, attempt, (marked) => this.runHandler(handler, marked));
-  }
-
-  /** Rolls back after the handler failed; a rollback that fails too is logged, so the handler's error is answered. */
-  protected rollbackQuietly(attempt: IdempotencyAttempt): Promise<void> {
-    return rollbackQuietly(attempt, this.logger);
-  }
-
-  /** Another request committed the key first (the unique constraint fired): answer with its record. */
-  protected async afterLostRace<T>(
-    call: IdempotentCall,
-    answer: (record: StoredIdempotencyRecord) => T,
-    gone: () => T,
-  ): Promise<T> {
-    const record = await this.idempotency.store.read(call.scope, call.key);
-    return record ? answer(record) : gone();
-  }
-
-  /** The scope of a call: the `scope` option, else `fallback` (HTTP: `defaultHttpScope`; messages: the consumer). */
-  protected scopeOf(
-    context: ExecutionContext,
-    options: ResolvedIdempotentOptions,
-    fallback: string,
-  ): string | Promise<string> {
-    return scopeFromOption(context, options, fallback);
-  }
-
-  /** Keeps a scope or message key within the column's 255 characters (longer ones are hashed). */
-  protected boundedText(text: string): string {
-    return boundedText(text);
-  }
-
-  /** Module defaults ← class options ← method options, resolved once per handler. */
-  protected optionsOf(context: ExecutionContext): ResolvedIdempotentOptions {
-    return this.handlerOptions.resolve(context);
-  }
-
-  /** Logs `message` as a warning the first time it is about `about` (a handler, or a handler and a topic). */
-  protected warnOnce(about: string, message: string): void {
-    if (this.warned.first(about)) this.logger.warn(message);
   }
 }

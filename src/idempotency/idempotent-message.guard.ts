@@ -1,4 +1,5 @@
 import { CanActivate, ExecutionContext, Injectable, type Type } from '@nestjs/common';
+import type { HandlerBody } from './idempotent-call.types';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { GuardedMessageCall, leaveGuardedCall, messageHolder } from './message-call';
 import { forDataSource } from './named-idempotency.interceptor';
@@ -11,13 +12,13 @@ import { forDataSource } from './named-idempotency.interceptor';
  */
 @Injectable()
 export class IdempotentMessageGuard extends IdempotencyInterceptor implements CanActivate {
-  private readonly runCall = (call: GuardedMessageCall, body: () => Promise<unknown>): Promise<unknown> =>
-    this.handleMessage(call.context, call.key, body);
+  private readonly handle = (context: ExecutionContext, key: string | undefined, body: HandlerBody) =>
+    this.handleMessage(context, key, body);
 
   canActivate(context: ExecutionContext): boolean {
     if (context.getType() !== 'rpc') return true;
     const holder = messageHolder(context);
-    if (holder) leaveGuardedCall(holder, new GuardedMessageCall(context, this.messageKeyOf(context), this.runCall));
+    if (holder) leaveGuardedCall(holder, new GuardedMessageCall(context, this.messageKeyOf(context), this.handle));
     return true;
   }
 }

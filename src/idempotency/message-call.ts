@@ -1,4 +1,5 @@
 import type { ExecutionContext } from '@nestjs/common';
+import type { HandlerBody } from './idempotent-call.types';
 
 /**
  * One message on the message path of `@Idempotent()` (see `message-path.ts`): what `IdempotentMessageGuard` learnt
@@ -11,9 +12,18 @@ export class GuardedMessageCall {
     readonly context: ExecutionContext,
     /** The message's key (its outbox id or the `key` option's value); undefined or empty when it has none. */
     readonly key: string | undefined,
-    /** Runs `body` (the handler's own body) guarded by the key; resolves with what the caller receives. */
-    readonly run: (call: GuardedMessageCall, body: () => Promise<unknown>) => Promise<unknown>,
+    /** The guard's `handleMessage`. */
+    private readonly handle: (
+      context: ExecutionContext,
+      key: string | undefined,
+      body: HandlerBody,
+    ) => Promise<unknown>,
   ) {}
+
+  /** Runs `body` (the handler's own body) guarded by the key; resolves with what the caller receives. */
+  run(body: HandlerBody): Promise<unknown> {
+    return this.handle(this.context, this.key, body);
+  }
 }
 
 /**
@@ -36,24 +46,29 @@ export function leaveGuardedCall(holder: object, call: GuardedMessageCall): void
 
 /** Takes the call the guard left for the handler of `context`; undefined when the guard did not see the message. */
 export function takeGuardedCall(context: ExecutionContext): GuardedMessageCall | undefined {
-  const holder = messageHolder(context);
-  const left = holder && calls.get(holder);
-  if (!left) return undefined;
-  const handler = context.getHandler();
-  const index = left.findIndex((call) => call.context.getHandler() === handler);
-  if (index < 0) return undefined;
+  const found = findGuardedCall(context);
+  if (!found) return undefined;
+  const { left, index, holder } = found;
   const [call] = left.splice(index, 1);
-  if (left.length === 0) calls.delete(holder!);
+  if (left.length === 0) calls.delete(holder);
   return call;
 }
 
 /** Whether the guard left a call for the handler of `context` (the interceptor then lets the message through). */
 export function hasGuardedCall(context: ExecutionContext): boolean {
+  return findGuardedCall(context) !== undefined;
+}
+
+/** Where the call for the handler of `context` is kept, if the guard left one. */
+function findGuardedCall(
+  context: ExecutionContext,
+): { holder: object; left: GuardedMessageCall[]; index: number } | undefined {
   const holder = messageHolder(context);
   const left = holder && calls.get(holder);
-  if (!left) return false;
+  if (!left) return undefined;
   const handler = context.getHandler();
-  return left.some((call) => call.context.getHandler() === handler);
+  const index = left.findIndex((call) => call.context.getHandler() === handler);
+  return index < 0 ? undefined : { holder: holder!, left, index };
 }
 
 /** What a message's calls are kept by: its transport context (argument 1), else its data (argument 0). */

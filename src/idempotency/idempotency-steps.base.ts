@@ -1,0 +1,82 @@
+import { ExecutionContext, Logger } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import { rollbackQuietly } from './attempt-rollback';
+import { boundedText, scopeFromOption } from './call-scope';
+import { HandlerOptionsResolver } from './handler-options.resolver';
+import type { IdempotencyAttempt, StoredIdempotencyRecord } from './idempotency-store';
+import * as warnings from './idempotency-warnings';
+import type { HandlerBody, IdempotentCall, ResolvedIdempotentOptions } from './idempotent-call.types';
+import { IdempotencyService } from './idempotency.service';
+import { withSteps } from './steps/idempotent-step';
+
+/**
+ * The steps `IdempotencyInterceptor` shares between HTTP requests and messages (and with the message path's guard):
+ * the handler's options, the call's scope, the handler's run in the attempt, the rollback, a lost race and the
+ * warnings. Every step is `protected` and overridable in a subclass of the interceptor.
+ */
+export abstract class IdempotencySteps {
+  protected readonly logger = new Logger('Idempotency');
+  private readonly handlerOptions: HandlerOptionsResolver;
+  private readonly warned = new warnings.FirstTimes();
+
+  constructor(
+    protected readonly reflector: Reflector,
+    protected readonly idempotency: IdempotencyService,
+  ) {
+    this.handlerOptions = new HandlerOptionsResolver(
+      reflector,
+      () => this.idempotency.defaults,
+      () => this.idempotency.dataSourceName,
+    );
+  }
+
+  /** Runs the handler (`handler` calls it) with the attempt's transaction ambient, and resolves with its value. */
+  protected runHandler(handler: HandlerBody, attempt: IdempotencyAttempt): Promise<unknown> {
+    return attempt.run(handler);
+  }
+
+  /** `runHandler` with the call's steps (`idempotentStep()`) reachable from the handler. */
+  protected runWithSteps(handler: HandlerBody, attempt: IdempotencyAttempt, call: IdempotentCall): Promise<unknown> {
+    const steps = () => this.idempotency.steps;
+    return withSteps(steps, call, attempt, (marked) => this.runHandler(handler, marked));
+  }
+
+  /** Rolls back after the handler failed; a rollback that fails too is logged, so the handler's error is answered. */
+  protected rollbackQuietly(attempt: IdempotencyAttempt): Promise<void> {
+    return rollbackQuietly(attempt, this.logger);
+  }
+
+  /** Another request committed the key first (the unique constraint fired): answer with its record. */
+  protected async afterLostRace<T>(
+    call: IdempotentCall,
+    answer: (record: StoredIdempotencyRecord) => T,
+    gone: () => T,
+  ): Promise<T> {
+    const record = await this.idempotency.store.read(call.scope, call.key);
+    return record ? answer(record) : gone();
+  }
+
+  /** The scope of a call: the `scope` option, else `fallback` (HTTP: `defaultHttpScope`; messages: the consumer). */
+  protected scopeOf(
+    context: ExecutionContext,
+    options: ResolvedIdempotentOptions,
+    fallback: string,
+  ): string | Promise<string> {
+    return scopeFromOption(context, options, fallback);
+  }
+
+  /** Keeps a scope or message key within the column's 255 characters (longer ones are hashed). */
+  protected boundedText(text: string): string {
+    return boundedText(text);
+  }
+
+  /** Module defaults ← class options ← method options, resolved once per handler. */
+  protected optionsOf(context: ExecutionContext): ResolvedIdempotentOptions {
+    return this.handlerOptions.resolve(context);
+  }
+
+  /** Logs `message` as a warning the first time it is about `about` (a handler, or a handler and a topic). */
+  protected warnOnce(about: string, message: string): void {
+    if (this.warned.first(about)) this.logger.warn(message);
+  }
+}
