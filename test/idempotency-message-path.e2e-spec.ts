@@ -29,7 +29,7 @@ import { describeWith } from './helpers/services';
 import { startWithTcpClient } from './helpers/tcp-app';
 
 /**
- * The message path of `@Idempotent()` (src/idempotency/message-path.ts): on a message handler the library guards
+ * The message path of `@Idempotent()` (src/idempotency/guarded-path.ts): on a message handler the library guards
  * through a guard and a hidden last parameter instead of an interceptor. These tests check that the handler still
  * gets exactly the arguments it declares, in either decorator order, and stays guarded — over real TCP and a real
  * database.
@@ -161,7 +161,7 @@ describe('the message path of @Idempotent() (metadata)', () => {
 
   it('swaps the interceptor for the guard on message handlers, in either decorator order', () => {
     for (const method of [PathHandlers.prototype.below, PathHandlers.prototype.above]) {
-      expect(guards(method)).toEqual(['IdempotentMessageGuard']);
+      expect(guards(method)).toEqual(['IdempotentHandlerGuard']);
       expect(interceptors(method)).toEqual([]);
     }
     // The app's own interceptor stays.
@@ -170,7 +170,7 @@ describe('the message path of @Idempotent() (metadata)', () => {
 
   it('gives @Idempotent({ dataSource }) the guard that is injected with that outbox’s IdempotencyService', () => {
     const [guard] = Reflect.getMetadata(GUARDS_METADATA, BillingHandler.prototype.handle);
-    expect(guard.name).toBe('IdempotentMessageGuard(billing)');
+    expect(guard.name).toBe('IdempotentHandlerGuard(billing)');
     const injected = (Reflect.getMetadata(SELF_DECLARED_DEPS_METADATA, guard) ?? []).map((d: any) => d.param);
     expect(injected).toContain(getOutboxToken(IdempotencyService, 'billing'));
     expect(interceptors(BillingHandler.prototype.handle)).toEqual([]);
@@ -179,7 +179,7 @@ describe('the message path of @Idempotent() (metadata)', () => {
   it('gives the message handlers of a consumer class the message path, and the class no interceptor', () => {
     expect(Reflect.getMetadata(INTERCEPTORS_METADATA, ClassGuarded) ?? []).toEqual([]);
     for (const method of [ClassGuarded.prototype.handle, ClassGuarded.prototype.scoped]) {
-      expect(guards(method)).toEqual(['IdempotentMessageGuard']);
+      expect(guards(method)).toEqual(['IdempotentHandlerGuard']);
       expect(interceptors(method)).toEqual([]);
     }
   });

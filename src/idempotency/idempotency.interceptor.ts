@@ -19,7 +19,7 @@ import {
   nestedTooDeeplyProblem,
   reusedKeyProblem,
 } from './idempotency.problems';
-import { hasGuardedCall } from './message-call';
+import { hasGuardedCall } from './guarded-call';
 import { fingerprintMessage, readMessageKey } from './message-key';
 import * as settlement from './message-settlement';
 import { IdempotencySteps } from './idempotency-steps.base';
@@ -48,7 +48,7 @@ export class IdempotencyInterceptor extends IdempotencySteps implements NestInte
     const type = context.getType();
     if (type !== 'http' && type !== 'rpc') return next.handle();
     if (isGuardedByOuterApplication(context)) return next.handle();
-    if (type === 'rpc' && hasGuardedCall(context)) return next.handle(); // the message path guards it
+    if (hasGuardedCall(context)) return next.handle(); // the guarded path (`@Idempotent()`'s guard) has it
     return type === 'http' ? this.interceptHttp(context, next) : this.interceptRpc(context, next);
   }
 
@@ -56,21 +56,49 @@ export class IdempotencyInterceptor extends IdempotencySteps implements NestInte
 
   protected async interceptHttp(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
     const options = this.optionsOf(context);
+    const key = this.httpKeyOf(context, options);
+    if (key === undefined) return next.handle();
+    return this.handleRequest(context, key, options, next);
+  }
+
+  /**
+   * The request's key (quoted or bare), checked and remembered for `@IdempotencyKey()`; undefined when the request
+   * is not guarded: a safe method (GET, HEAD, OPTIONS), or no key where none is required. Throws the 400 problem
+   * for a required key that is missing and for a malformed one. Runs before the pipes (in the guard on the route
+   * path).
+   */
+  protected httpKeyOf(context: ExecutionContext, options: ResolvedIdempotentOptions): string | undefined {
     const request = context.switchToHttp().getRequest();
-    if (httpRequest.isSafeMethod(request)) return next.handle();
+    if (httpRequest.isSafeMethod(request)) return undefined;
     const raw = this.readHttpKey(context, request, options);
     if (raw === undefined) {
       if (options.required) throw this.reject(context, missingKeyProblem(options.header));
-      return next.handle();
+      return undefined;
     }
     const key = this.checkHttpKey(context, raw, options);
+    rememberIdempotencyKey(context, key);
+    return key;
+  }
+
+  /**
+   * Guards one request by its key: a stored response is replayed (422 when it was written for a different
+   * request), a duplicate in flight is refused (409, or 422 when its body differs), else the handler (`next`) runs
+   * once, in a transaction with the key's record. Called by `interceptHttp` and by the route path of
+   * `@Idempotent()` (`IdempotentHandlerGuard`).
+   */
+  protected async handleRequest(
+    context: ExecutionContext,
+    key: string,
+    options: ResolvedIdempotentOptions,
+    next: CallHandler,
+  ): Promise<Observable<unknown>> {
+    const request = context.switchToHttp().getRequest();
     const call: IdempotentCall = {
       key,
       scope: this.boundedText(await this.scopeOf(context, options, await this.defaultHttpScope(context, options))),
       fingerprint: this.fingerprintOrReject(context, () => this.fingerprintHttp(context, request, options)),
       options,
     };
-    rememberIdempotencyKey(context, key);
     const begun = await this.idempotency.begin(call.scope, call.key, call.fingerprint).catch((error: unknown) => {
       throw this.databaseError(context, error, options);
     });
@@ -213,7 +241,7 @@ export class IdempotencyInterceptor extends IdempotencySteps implements NestInte
   /**
    * Guards one message: `handler` (which runs the handler's body) runs once per `key`, in a transaction with the
    * key's record; a redelivery is skipped (a `@MessagePattern` gets the stored response). Resolves with what the
-   * caller receives. Called by `intercept()` and by the message path of `@Idempotent()` (`IdempotentMessageGuard`).
+   * caller receives. Called by `intercept()` and by the message path of `@Idempotent()` (`IdempotentHandlerGuard`).
    */
   protected async handleMessage(
     context: ExecutionContext,

@@ -5,7 +5,7 @@ import { OutboxConfigurationError } from '../errors';
 import { markingStart } from './handler-start';
 import { IdempotencyProblemFilter } from './idempotency-problem.filter';
 import { IDEMPOTENT_OPTIONS } from './idempotency.constants';
-import { guardConsumerClass, queueMessagePath } from './message-path';
+import { guardConsumerClass, queueGuardedPath } from './guarded-path';
 import { idempotencyInterceptorFor } from './named-idempotency.interceptor';
 import type { IdempotentOptions } from './idempotency.options';
 import { recordIdempotentRoute } from './openapi-contract';
@@ -16,10 +16,11 @@ import { recordIdempotentRoute } from './openapi-contract';
  * recorded in the same transaction as the handler's writes: `OutboxService.manager`, `transaction()` and `emit()`
  * inside the handler join it. A method's options override its class's, which override the module's `idempotency`.
  *
- * An HTTP route is guarded through `IdempotencyInterceptor`. A message handler takes the message path instead
- * (`message-path.ts`): a guard and a hidden parameter, no interceptor chain per message, the key claimed after the
- * app's interceptors and pipes (docs/idempotency.md). On a class with HTTP routes, or a subclass, the class's
- * interceptor guards every method; on a consumer class, each message handler takes the message path.
+ * On a method, an HTTP route or a message handler takes the guarded path (`guarded-path.ts`): a guard that reads the
+ * key before the pipes, a hidden parameter, no interceptor chain per call; the key is claimed around the handler's
+ * body, after the app's interceptors and pipes (docs/idempotency.md). On a class with HTTP routes, or a subclass,
+ * the class's `IdempotencyInterceptor` guards every method; on a consumer class, each message handler takes the
+ * guarded path.
  *
  * A handler that writes the response itself (`@Res()` or `@Next()` without `passthrough: true`) cannot be replayed
  * and is refused here, when the class is defined.
@@ -38,7 +39,7 @@ export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & Me
     if (propertyKey !== undefined) {
       refuseOwnResponse(target.constructor, propertyKey);
       recordIdempotentRoute(target.constructor, propertyKey); // for the OpenAPI document (openapi-contract.ts)
-      queueMessagePath(target.constructor, propertyKey, options.dataSource); // a message handler: message-path.ts
+      queueGuardedPath(target.constructor, propertyKey, options.dataSource); // a route or a message handler: guarded-path.ts
       if (typeof descriptor?.value === 'function') {
         descriptor.value = markedOnce(descriptor.value);
         // Installed here too, not only through the returned descriptor: a decorator applied by hand (plain
