@@ -1,4 +1,5 @@
 import type { ExecutionContext } from '@nestjs/common';
+import { callHolder } from './call-holder';
 import type { HandlerBody } from './idempotent-call.types';
 
 /**
@@ -70,18 +71,4 @@ function findGuardedCall(
   const handler = context.getHandler();
   const index = left.findIndex((call) => call.context.getHandler() === handler);
   return index < 0 ? undefined : { holder: holder!, left, index };
-}
-
-/**
- * What a call is kept by: the request (HTTP, argument 0); for a message its transport context (argument 1), else
- * its data (argument 0). Read by index, as `switchToHttp().getRequest()` and `switchToRpc().getContext()` would,
- * without the closures those build on every call.
- */
-export function callHolder(context: ExecutionContext): object | undefined {
-  const http = context.getType() === 'http';
-  for (const index of http ? [0] : [1, 0]) {
-    const value: unknown = context.getArgByIndex(index);
-    if ((typeof value === 'object' && value !== null) || typeof value === 'function') return value as object;
-  }
-  return undefined;
 }

@@ -1,19 +1,13 @@
 import { createParamDecorator, ExecutionContext } from '@nestjs/common';
+import { callHolder } from './call-holder';
 
 /** Keys accepted by the interceptor, per request object (HTTP) or transport context (messages). */
 const keys = new WeakMap<object, string>();
 
 /** Called by the interceptor once it has accepted a key. */
 export function rememberIdempotencyKey(context: ExecutionContext, key: string): void {
-  const holder = holderOf(context);
+  const holder = callHolder(context);
   if (holder) keys.set(holder, key);
-}
-
-function holderOf(context: ExecutionContext): object | undefined {
-  // The request (HTTP: argument 0) or the transport context (RPC: argument 1), as `switchToHttp().getRequest()` and
-  // `switchToRpc().getContext()` read them, without the closures those build on every call.
-  const holder = context.getArgByIndex(context.getType() === 'http' ? 0 : 1);
-  return typeof holder === 'object' && holder !== null ? holder : undefined;
 }
 
 /**
@@ -27,6 +21,6 @@ function holderOf(context: ExecutionContext): object | undefined {
  * ```
  */
 export const IdempotencyKey = createParamDecorator((_data: unknown, context: ExecutionContext): string | undefined => {
-  const holder = holderOf(context);
+  const holder = callHolder(context);
   return holder ? keys.get(holder) : undefined;
 });

@@ -2,7 +2,8 @@ import { CanActivate, ExecutionContext, Injectable, type Type } from '@nestjs/co
 import { defer, lastValueFrom } from 'rxjs';
 import type { HandlerBody, ResolvedIdempotentOptions } from './idempotent-call.types';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
-import { callHolder, GuardedCall, leaveGuardedCall } from './guarded-call';
+import { callHolder } from './call-holder';
+import { GuardedCall, leaveGuardedCall } from './guarded-call';
 import { forDataSource } from './named-idempotency.interceptor';
 
 /**

@@ -1,4 +1,5 @@
 import type { ExecutionContext } from '@nestjs/common';
+import { callHolder } from './call-holder';
 
 /**
  * `@Idempotent()` on a controller and on its method applies the interceptor twice: the outer application guards
@@ -9,9 +10,8 @@ const guarded = new WeakMap<object, object | Set<object>>();
 
 /** Whether an outer application of an idempotency interceptor already guards this handler for this request. */
 export function isGuardedByOuterApplication(context: ExecutionContext): boolean {
-  // The request (HTTP: argument 0) or the transport context (RPC: argument 1), read without `switchTo…()`'s closures.
-  const holder = context.getArgByIndex(context.getType() === 'http' ? 0 : 1);
-  if (typeof holder !== 'object' || holder === null) return false;
+  const holder = callHolder(context);
+  if (!holder) return false;
   const handler = context.getHandler();
   // One handler (nearly always) is kept as it is; a Set only once a second handler shares the holder.
   const seen = guarded.get(holder);
