@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
-import { CallHandler, Controller, ExecutionContext, Module, NestInterceptor, UseInterceptors } from '@nestjs/common';
+import { Controller, Module, UseInterceptors } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Ctx, EventPattern, MicroserviceOptions, Payload, RmqContext, Transport } from '@nestjs/microservices';
 import { TypeOrmModule } from '@nestjs/typeorm';
@@ -11,6 +11,7 @@ import { createTestDatabase } from '../test/helpers/databases';
 import type { Bench, BenchResult } from './bench-kit';
 import { median } from './bench-kit';
 import { PostgresCpu } from './postgres-cpu';
+import { NoopInterceptor } from './noop.interceptor';
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 1000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
@@ -19,13 +20,6 @@ const PREFETCH = 50;
 type Kind = 'plain' | 'intercepted' | 'idempotent';
 const KINDS: Kind[] = ['plain', 'intercepted', 'idempotent'];
 const handled: Record<Kind, number> = { plain: 0, intercepted: 0, idempotent: 0 };
-
-/** An interceptor that does nothing: what Nest's interceptor machinery alone costs a handler. */
-class NoopInterceptor implements NestInterceptor {
-  intercept(_context: ExecutionContext, next: CallHandler) {
-    return next.handle();
-  }
-}
 
 @Controller()
 class PlainConsumer {

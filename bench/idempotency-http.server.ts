@@ -8,19 +8,7 @@
  * applied by hand, as `@Idempotent()` guarded routes before the route path). Reports its port to the parent over IPC.
  */
 import 'reflect-metadata';
-import {
-  Body,
-  CallHandler,
-  Controller,
-  ExecutionContext,
-  HttpCode,
-  Injectable,
-  Module,
-  NestInterceptor,
-  Post,
-  SetMetadata,
-  UseInterceptors,
-} from '@nestjs/common';
+import { Body, Controller, HttpCode, Module, Post, SetMetadata, UseInterceptors } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { Idempotent as NodeIdempotent, NodeIdempotencyModule } from '@node-idempotency/nestjs';
@@ -34,18 +22,11 @@ import {
 } from '../src';
 import { TestOrder } from '../test/fixtures/order.entity';
 import { MinimalIdempotencyInterceptor } from './idempotency-http.minimal';
+import { NoopInterceptor } from './noop.interceptor';
 
 interface OrderBody {
   reference: string;
   amount: number;
-}
-
-/** An interceptor that does nothing: what Nest's interceptor chain alone costs a route. */
-@Injectable()
-class NoopInterceptor implements NestInterceptor {
-  intercept(_context: ExecutionContext, next: CallHandler) {
-    return next.handle();
-  }
 }
 
 @Controller()
