@@ -123,6 +123,10 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
       min: 10,
       integer: true,
     }),
+    maxConfirmWait: checkNumber('publisher.maxConfirmWait', pub.maxConfirmWait, d.maxConfirmWait, {
+      min: 10,
+      integer: true,
+    }),
     leaseDuration: checkNumber('publisher.leaseDuration', pub.leaseDuration, d.leaseDuration, {
       min: 1000,
       integer: true,
@@ -135,6 +139,15 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
     }),
     instanceId: checkInstanceId(pub.instanceId, d.instanceId),
   };
+  if (pub.maxConfirmWait === undefined)
+    publisher.maxConfirmWait = Math.max(publisher.maxConfirmWait, publisher.publishTimeout);
+  if (publisher.maxConfirmWait < publisher.publishTimeout) {
+    fail(
+      'publisher.maxConfirmWait',
+      `(${publisher.maxConfirmWait} ms) must be at least publisher.publishTimeout (${publisher.publishTimeout} ms)`,
+      'Raise maxConfirmWait or lower publishTimeout: a confirm is late only after publishTimeout.',
+    );
+  }
   if (pub.leaseDuration === undefined && publisher.leaseDuration < publisher.publishTimeout + 1000) {
     publisher.leaseDuration = publisher.publishTimeout * 2 + 1000;
   }

@@ -28,11 +28,22 @@ export interface OutboxPublisherOptions {
    */
   batchSize?: number;
   /**
-   * Milliseconds to wait for the broker to confirm one publish. A publish that times out has an unknown outcome
-   * (the message may still arrive): it is retried, and consumers deduplicate by message id.
+   * Milliseconds after which a broker's confirm of one publish is late. A late confirm is not a failure: while the
+   * client stays connected the publisher keeps waiting for it (up to `maxConfirmWait`) — a confirm that comes late
+   * still marks the message sent — extends the lease of the batch on the database clock, claims smaller batches
+   * until confirms are prompt again, and logs that once (`OutboxPublisher.brokerSlow`, health, metrics). A publish
+   * whose client is disconnected at that point has an unknown outcome: it is retried (the attempt not counted),
+   * and consumers deduplicate by message id. No publish starts with less lease left than this.
    * @default 10000
    */
   publishTimeout?: number;
+  /**
+   * Longest wait, in milliseconds, for the confirm of one publish while its client stays connected. Past it the
+   * outcome is unknown: the message is published again later, without counting the attempt (so slowness alone
+   * never makes a message dead). Must be at least `publishTimeout`.
+   * @default 300000 (5 minutes)
+   */
+  maxConfirmWait?: number;
   /**
    * Milliseconds a claimed batch stays reserved for this publisher, measured on the database clock. Another
    * publisher may take the rows over only after it expires. Must exceed `publishTimeout` by at least one second.
@@ -256,6 +267,7 @@ export const DEFAULT_PUBLISHER_OPTIONS: Readonly<Required<OutboxPublisherOptions
   pollingInterval: 1000,
   batchSize: 500,
   publishTimeout: 10_000,
+  maxConfirmWait: 300_000,
   leaseDuration: 30_000,
   notify: true,
   maxBatchesInFlight: 4,

@@ -47,8 +47,9 @@ export interface OutboxFailure {
   /** Mark the message dead instead of scheduling a retry. */
   dead: boolean;
   /**
-   * The broker could not be reached: the attempt counted at claim is given back (the row keeps its attempts), so
-   * an outage never moves a message toward `retry.maxAttempts`. @default false
+   * The broker could not be reached, or never confirmed the publish (an unknown outcome): the attempt counted at
+   * claim is given back (the row keeps its attempts), so neither an outage nor a slow broker moves a message toward
+   * `retry.maxAttempts`. @default false
    */
   transportUnreachable?: boolean;
   /** Class name of the error (e.g. `OutboxPublishTimeoutError`), for metrics' `error.type`; not written. */
@@ -202,6 +203,18 @@ export interface OutboxDialect {
     owner: string,
     failures: readonly OutboxFailure[],
     history?: AttemptHistoryOptions,
+  ): Promise<number>;
+  /**
+   * Extends the lease of the rows `seqs` that `owner` still holds to `leaseMs` from now on the database clock (a
+   * batch whose broker confirms are slow keeps its rows). Resolves with the number of rows extended: fewer than
+   * `seqs` means another publisher took the rest over.
+   */
+  extendLease(
+    manager: EntityManager,
+    table: string,
+    owner: string,
+    seqs: readonly string[],
+    leaseMs: number,
   ): Promise<number>;
   /** Releases claims that were not started (shutdown): the rows become due again at once, the attempt uncounted. */
   release(manager: EntityManager, table: string, owner: string, seqs: readonly string[]): Promise<number>;

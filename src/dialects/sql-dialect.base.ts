@@ -199,6 +199,27 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
     return affected;
   }
 
+  async extendLease(
+    manager: EntityManager,
+    table: string,
+    owner: string,
+    seqs: readonly string[],
+    leaseMs: number,
+  ): Promise<number> {
+    if (seqs.length === 0) return 0;
+    const q = (c: string) => this.quote(c);
+    const { affected } = await this.execute(
+      manager,
+      `
+        UPDATE ${this.quoteTable(table)}
+        SET ${q('claimed_until')} = ${this.nowMs} + ${Math.max(1, Math.floor(leaseMs))}
+        WHERE ${q('claimed_by')} = ${this.param(1)} AND ${q('seq')} IN (${seqs.map(checkedSeq).join(', ')})`,
+      [owner],
+      { relay: true },
+    );
+    return affected;
+  }
+
   async release(manager: EntityManager, table: string, owner: string, seqs: readonly string[]): Promise<number> {
     if (seqs.length === 0) return 0;
     const q = (c: string) => this.quote(c);

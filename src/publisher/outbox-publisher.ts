@@ -17,6 +17,8 @@ import type { OutboxTransportName, ResolvedOutboxOptions } from '../outbox.optio
 import { outsideTransactionContext } from '../transaction/transaction-context';
 import { runOnConnection } from '../transaction/transaction-runner';
 import { SerialQueue } from '../util/serial-queue';
+import { BatchLease } from './batch-lease';
+import { BrokerPace, BrokerPaceReport } from './broker-pace';
 import { PublishFailureLog } from './failure-log';
 import {
   BatchOutcome,
@@ -66,6 +68,10 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   /** Where rows go (brokers, in-process handlers) and what a failed delivery means. */
   private readonly delivery: RowDelivery;
   private readonly failures: PublishFailureLog;
+  /** The batch size while the broker confirms late. */
+  private readonly pace: BrokerPace;
+  /** The lease keeper of each claimed row's batch, for a late confirm of that row. */
+  private readonly leases = new WeakMap<ClaimedOutboxRow, BatchLease>();
   private wakeup?: OutboxWakeup;
 
   constructor(
@@ -78,8 +84,10 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   ) {
     this.logger = new Logger(outboxLogContext('OutboxPublisher', database.name));
     this.emitter = new PublisherEventEmitter(this.events, this.logger, database.name);
-    this.delivery = new RowDelivery(moduleRef, options, handlers, idempotency);
+    this.delivery = new RowDelivery(moduleRef, options, handlers, idempotency, (row) => this.confirmLate(row));
     this.failures = new PublishFailureLog(this.logger, (event, payload) => this.emitEvent(event, payload));
+    this.pace = new BrokerPace(options.publisher.batchSize, (report) => this.reportPace(report));
+    const pace = this.pace;
     this.loop = new PublisherLoop(
       {
         claim: () => this.claimBatch(),
@@ -87,7 +95,12 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
         claimed: () => this.failures.passSucceeded(),
         failed: (error) => this.reportPassFailure(error),
       },
-      options.publisher,
+      {
+        get batchSize() {
+          return pace.batchSize;
+        },
+        maxBatchesInFlight: options.publisher.maxBatchesInFlight,
+      },
     );
   }
 
@@ -102,6 +115,15 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
    */
   get resourceNames(): OutboxResourceNames {
     return this.database.resources;
+  }
+
+  /**
+   * True while the broker confirms late: a publish waited more than `publishTimeout` for its confirm on a connected
+   * client, and batches of full size have not been confirmed promptly since. Shown by the health indicator and the
+   * `outbox.relay.broker.slow` metric.
+   */
+  get brokerSlow(): boolean {
+    return this.pace.slow;
   }
 
   /** The transport messages are built for (`rmq`, `tcp`, …), once the client has been resolved. */
@@ -233,14 +255,23 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   protected async claimBatch(): Promise<ClaimedBatch | undefined> {
     this.checkDestinations();
     this.delivery.brokers.resolveAll();
-    return claimDueRows(this.database, this.options.publisher);
+    return claimDueRows(this.database, { ...this.options.publisher, batchSize: this.pace.batchSize });
   }
 
   /** Publishes a claimed batch and writes its outcome back. */
-  protected async settle({ owner, rows, leaseDeadline }: ClaimedBatch): Promise<OutboxPassResult> {
+  protected async settle(batch: ClaimedBatch): Promise<OutboxPassResult> {
+    const { owner, rows, leaseDeadline } = batch;
     await this.delivery.brokers.ready();
     const primary = this.delivery.brokers.primary;
-    const outcome = await this.publishBatch(primary && this.delivery.brokers.clientOf(primary), rows, leaseDeadline);
+    const lease = new BatchLease(this.database, batch, this.options.publisher.leaseDuration);
+    for (const row of rows) this.leases.set(row, lease);
+    let outcome: BatchOutcome;
+    try {
+      outcome = await this.publishBatch(primary && this.delivery.brokers.clientOf(primary), rows, leaseDeadline);
+    } finally {
+      await lease.end();
+    }
+    this.pace.batchDone(lease.kept, outcome.sent.length);
     return this.complete(owner, rows, outcome);
   }
 
@@ -255,7 +286,10 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     leaseDeadline: number,
   ): Promise<BatchOutcome> {
     const timeoutMs = this.options.publisher.publishTimeout;
-    const mayStart = () => !this.loop.stopped && Date.now() + timeoutMs + LEASE_SAFETY_MS <= leaseDeadline;
+    // The lease moves on while a late confirm keeps it (see BatchLease).
+    const lease = rows[0] && this.leases.get(rows[0]);
+    const deadline = () => lease?.deadline ?? leaseDeadline;
+    const mayStart = () => !this.loop.stopped && Date.now() + timeoutMs + LEASE_SAFETY_MS <= deadline();
     const publish = (row: ClaimedOutboxRow) => this.publish(client, row);
     return publishBatchRows(rows, mayStart, publish, (row, error) => this.toFailure(row, error));
   }
@@ -324,6 +358,30 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   /** Rows whose claim another publisher took over before this one marked them: error line, `leaseLost` event. */
   protected reportLostLease(owner: string, rows: ClaimedOutboxRow[], lost: number): void {
     this.failures.leaseLost(owner, rows, lost);
+  }
+
+  /** A confirm of `row` is late on a connected client: keep its batch's lease, slow the pace. */
+  private confirmLate(row: ClaimedOutboxRow): void {
+    this.leases.get(row)?.keep();
+    this.pace.confirmLate();
+  }
+
+  /** One warning when confirms become late, one line when they are prompt again. */
+  private reportPace({ slow, batchSize, durationMs }: BrokerPaceReport): void {
+    const { publishTimeout, maxConfirmWait } = this.options.publisher;
+    if (slow) {
+      this.logger.warn(
+        `The broker confirms late: a publish has waited more than publisher.publishTimeout (${publishTimeout} ms) ` +
+          'for its confirm while the client is connected. Waiting for the confirms (up to publisher.maxConfirmWait, ' +
+          `${maxConfirmWait} ms; a late confirm still marks the message sent and spends no attempt), extending the ` +
+          `leases of the batches waiting, and claiming at most ${batchSize} rows per batch until confirms are prompt ` +
+          'again. If the broker is this slow normally, raise publisher.publishTimeout.',
+      );
+    } else {
+      this.logger.log(
+        `The broker confirms promptly again after ${Math.round((durationMs ?? 0) / 1000)} s: batches of ${batchSize} rows.`,
+      );
+    }
   }
 
   /** Logs a failing pass (database unreachable, …) at most once a minute while it keeps failing. */

@@ -1,11 +1,9 @@
-import type { ClientProxy } from '@nestjs/microservices';
 import { randomUUID } from 'node:crypto';
 import type { AttemptHistoryOptions, ClaimedOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
 import type { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxNonRetryableError, OutboxPublishTimeoutError } from '../errors';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { runOnConnection } from '../transaction/transaction-runner';
-import { dispatchEvent } from '../transports/dispatch';
 import type { OutgoingOutboxMessage } from '../transports/outbox-transport';
 import { isTransportUnreachable } from '../transports/transport-unreachable';
 import { describeFailure } from '../util/describe-error';
@@ -89,33 +87,12 @@ export function outgoingMessage(row: ClaimedOutboxRow): OutgoingOutboxMessage {
   };
 }
 
-/** Sends one record and resolves once the transport confirmed it; rejects on error or after `timeoutMs`. */
-export async function dispatchWithin(
-  client: ClientProxy,
-  pattern: string,
-  record: unknown,
-  timeoutMs: number,
-): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(new OutboxPublishTimeoutError(`No confirmation within ${timeoutMs} ms (outcome unknown; will retry)`)),
-      timeoutMs,
-    );
-  });
-  try {
-    await Promise.race([dispatchEvent(client, pattern, record), timedOut]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /**
- * What a failed publish means for its row. A broker that could not be reached gives the attempt back and waits
- * with backoff growing with `unreachableStreak` (capped at `retry.maxDelay`); any other failure counts toward
- * `retry.maxAttempts` (`OutboxNonRetryableError`: dead at once). The error text is redacted of credentials.
- * `connected` is the client's reported connection state, `undefined` when it reports none.
+ * What a failed publish means for its row. A broker that could not be reached, and a confirm that never came
+ * (`OutboxPublishTimeoutError`: an unknown outcome, not the message's fault), give the attempt back and wait with
+ * backoff growing with `unreachableStreak` (capped at `retry.maxDelay`): slowness alone never makes a message dead.
+ * Any other failure counts toward `retry.maxAttempts` (`OutboxNonRetryableError`: dead at once). The error text is
+ * redacted of credentials. `connected` is the client's reported connection state, `undefined` when it reports none.
  */
 export function failureOf(
   row: ClaimedOutboxRow,
@@ -125,7 +102,7 @@ export function failureOf(
 ): OutboxFailure {
   const text = describeFailure(error);
   const errorType = errorTypeOf(error);
-  if (isTransportUnreachable(error, { connected })) {
+  if (error instanceof OutboxPublishTimeoutError || isTransportUnreachable(error, { connected })) {
     const delay = retryDelay(unreachableStreak + 1, retry);
     return { seq: row.seq, error: text, dead: false, retryDelay: delay, transportUnreachable: true, errorType };
   }

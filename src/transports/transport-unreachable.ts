@@ -59,8 +59,8 @@ export interface TransportState {
  * DNS failure, a client not connected (or reconnecting) — rather than because of the message itself. Such a
  * failure does not count toward `retry.maxAttempts`: the message waits with capped backoff until the broker is back.
  *
- * A publish timeout counts as unreachable only while the client reports itself disconnected; while it is connected,
- * a timeout is an unknown outcome of this message and counts. `OutboxNonRetryableError` never is unreachable.
+ * A publish timeout counts as unreachable only while the client reports itself disconnected (the publisher gives the
+ * attempt of any timeout back anyway: see `failureOf()`). `OutboxNonRetryableError` never is unreachable.
  * Everything else (the broker rejected or nacked the message, a serializer threw) counts as a message failure.
  */
 export function isTransportUnreachable(error: unknown, state: TransportState = {}): boolean {

@@ -380,6 +380,30 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
     },
   },
   {
+    name: 'extendLease() moves the lease end to now + leaseMs on the database clock, only for the owner',
+    async run(s) {
+      await reset(s);
+      const n = names('a', 'b');
+      const owner = randomUUID();
+      await insert(s, { messageId: n.a }, { messageId: n.b });
+      const seqs = (await claim(s, owner)).map((r) => r.seq);
+      expect(await s.dialect.extendLease(s.dataSource.manager, s.table, randomUUID(), seqs, 600_000)).toBe(0);
+      const before = await dbNow(s);
+      expect(await s.dialect.extendLease(s.dataSource.manager, s.table, owner, seqs, 600_000)).toBe(2);
+      const after = await dbNow(s);
+      for (const id of [n.a, n.b]) {
+        const held = (await row(s, id))!;
+        expect(held).toMatchObject({ status: 'pending', claimedBy: owner, attempts: 1 });
+        expect(held.claimedUntil!.getTime()).toBeGreaterThanOrEqual(before + 600_000);
+        expect(held.claimedUntil!.getTime()).toBeLessThanOrEqual(after + 600_000);
+      }
+      // A row marked sent is no longer held: it is not extended.
+      await s.dialect.markSent(s.dataSource.manager, s.table, owner, [seqs[0]]);
+      expect(await s.dialect.extendLease(s.dataSource.manager, s.table, owner, seqs, 600_000)).toBe(1);
+      expect(await s.dialect.extendLease(s.dataSource.manager, s.table, owner, [], 600_000)).toBe(0);
+    },
+  },
+  {
     name: 'release() gives unstarted claims back: due at once, attempt uncounted, only for the owner',
     async run(s) {
       await reset(s);

@@ -18,7 +18,8 @@ import { describeFailure } from '../../util/describe-error';
 import { errorTypeOf } from '../../util/error-type';
 import { retryDelay } from '../backoff';
 import { startProducerSpan } from '../producer-span';
-import { BatchOutcome, dispatchWithin, failureOf, outgoingMessage } from '../publish-pass';
+import { dispatchConfirmed } from '../confirm-wait';
+import { BatchOutcome, failureOf, outgoingMessage } from '../publish-pass';
 import { BrokerDestination, BrokerDestinations } from './broker-destinations';
 import { DeliveryPart, deliverToAll } from './deliver-to-all';
 import {
@@ -57,6 +58,8 @@ export class RowDelivery {
     private readonly options: ResolvedOutboxOptions,
     private readonly handlers?: OutboxHandlerRegistry,
     private readonly idempotency?: IdempotencyService,
+    /** Told when a row's broker confirm is late on a connected client (the publisher keeps the lease, slows down). */
+    private readonly confirmLate: (row: ClaimedOutboxRow) => void = () => undefined,
   ) {
     this.brokers = new BrokerDestinations(moduleRef, options);
     this.inFlight = new InFlightGiveBacks(IN_FLIGHT_GRACE_LEASES * options.publisher.leaseDuration);
@@ -231,8 +234,8 @@ export class RowDelivery {
   }
 
   /**
-   * Publishes one row to its broker and resolves once the transport has confirmed it (or rejects on error /
-   * timeout), in a `PRODUCER` span when the row carries a trace context (see `startProducerSpan()`).
+   * Publishes one row to its broker and resolves once the transport has confirmed it — a late confirm included
+   * (see `dispatchConfirmed()`) — or rejects on error or an unknown outcome, in a `PRODUCER` span when the row carries a trace context (see `startProducerSpan()`).
    */
   private async publishToBroker(
     client: ClientProxy | undefined,
@@ -247,7 +250,13 @@ export class RowDelivery {
     const span = startProducerSpan(message, transport.name);
     try {
       const record = transport.toRecord(message);
-      await dispatchWithin(target, row.pattern, record, this.options.publisher.publishTimeout);
+      const { publishTimeout, maxConfirmWait } = this.options.publisher;
+      await dispatchConfirmed(target, row.pattern, record, {
+        publishTimeout,
+        maxConfirmWait,
+        connected: () => broker.client.connected,
+        late: () => this.confirmLate(row),
+      });
     } catch (error) {
       span?.fail(error);
       throw error;

@@ -1,0 +1,61 @@
+/** What the publisher says when its broker's confirms become late, and when they are prompt again. */
+export interface BrokerPaceReport {
+  slow: boolean;
+  /** Rows the next claims take. */
+  batchSize: number;
+  /** How long the episode lasted (when it ends). */
+  durationMs?: number;
+}
+
+/**
+ * The relay's pace while the broker confirms late (past `publishTimeout`, on a connected client): each batch that
+ * had a late confirm halves the rows the next claims take (down to a sixteenth of `batchSize`), each batch without
+ * one doubles them back. An episode starts with the first late confirm and ends when the size is back to
+ * `batchSize`; `report` hears of each start and end once.
+ */
+export class BrokerPace {
+  private size: number;
+  private since?: number;
+
+  constructor(
+    private readonly fullSize: number,
+    private readonly report: (report: BrokerPaceReport) => void,
+  ) {
+    this.size = fullSize;
+  }
+
+  /** Rows the next claim takes. */
+  get batchSize(): number {
+    return this.size;
+  }
+
+  /** True while confirms are late (from the first late confirm until batches of full size are prompt again). */
+  get slow(): boolean {
+    return this.since !== undefined;
+  }
+
+  /** A confirm was late on a connected client. */
+  confirmLate(): void {
+    if (this.since !== undefined) return;
+    this.since = Date.now();
+    this.report({ slow: true, batchSize: this.smaller() });
+  }
+
+  /** A batch's publishes are over: `late` tells whether one of its confirms was late; `sent` how many confirmed. */
+  batchDone(late: boolean, sent: number): void {
+    if (late) {
+      this.size = this.smaller();
+      return;
+    }
+    if (this.since === undefined || sent === 0) return;
+    this.size = Math.min(this.fullSize, this.size * 2);
+    if (this.size < this.fullSize) return;
+    const durationMs = Date.now() - this.since;
+    this.since = undefined;
+    this.report({ slow: false, batchSize: this.size, durationMs });
+  }
+
+  private smaller(): number {
+    return Math.max(Math.ceil(this.fullSize / 16), Math.floor(this.size / 2), 1);
+  }
+}
