@@ -2,12 +2,14 @@ import { createServer, Server, Socket } from 'node:net';
 
 /**
  * A TCP proxy owned by a test, to simulate an outage of a shared service without stopping it: `cut()` drops every
- * connection and refuses new ones; `restore()` lets traffic through again.
+ * connection and refuses new ones; `restore()` lets traffic through again. `delay(ms)` holds every chunk that
+ * passes, both ways, for `ms` before forwarding it (in order): a slow link, with the connection kept.
  */
 export class TcpProxy {
   private server?: Server;
   private readonly sockets = new Set<Socket>();
   private open = true;
+  private delayMs = 0;
   port = 0;
 
   constructor(
@@ -25,8 +27,8 @@ export class TcpProxy {
       this.track(client);
       this.track(upstream);
       upstream.connect(this.targetPort, this.targetHost);
-      client.pipe(upstream);
-      upstream.pipe(client);
+      this.forward(client, upstream);
+      this.forward(upstream, client);
       const close = () => {
         client.destroy();
         upstream.destroy();
@@ -48,6 +50,32 @@ export class TcpProxy {
 
   restore(): void {
     this.open = true;
+  }
+
+  /** From now on, every chunk waits `ms` before it is forwarded (0: at once). Open connections stay open. */
+  delay(ms: number): void {
+    this.delayMs = ms;
+  }
+
+  /** Copies `from` to `to`, each chunk after the delay in force when it arrived, in arrival order. */
+  private forward(from: Socket, to: Socket): void {
+    let last = 0;
+    from.on('data', (chunk: Buffer) => {
+      if (this.delayMs === 0 && last <= Date.now()) {
+        if (!to.destroyed) to.write(chunk);
+        return;
+      }
+      // Never before an earlier chunk: order on the wire is kept when the delay changes.
+      const due = Math.max(Date.now() + this.delayMs, last);
+      last = due;
+      setTimeout(() => {
+        if (!to.destroyed) to.write(chunk);
+      }, due - Date.now());
+    });
+    from.on('end', () => {
+      const wait = Math.max(0, last - Date.now());
+      setTimeout(() => to.end(), wait);
+    });
   }
 
   async stop(): Promise<void> {

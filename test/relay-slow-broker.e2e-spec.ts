@@ -1,0 +1,56 @@
+/**
+ * A slow broker: every chunk to and from it is delayed by a proxy the test owns, so that each confirm (RabbitMQ
+ * publisher confirm, MQTT PUBACK at QoS 1) comes at 1.5 × `publishTimeout`. A late confirm must still count: every
+ * message marked sent, none dead (with `retry.maxAttempts` 3, a timeout counted as a failure would kill them), no
+ * attempt spent, and at most one extra delivery per message at a raw consumer on the broker.
+ */
+import { CapturingLogger } from './faults/support/log-capture';
+import { createTestDatabase, TestDatabase } from './helpers/databases';
+import { describeWith } from './helpers/services';
+import { runSlowBroker, SlowBrokerTransport } from './helpers/slow-broker';
+
+const PUBLISH_TIMEOUT = 1_000;
+/** Each way: a confirm's round trip is 1.5 × PUBLISH_TIMEOUT. */
+const DELAY_MS = 750;
+
+const CASES: Array<{ transport: SlowBrokerTransport; label: string; service: 'rabbitmq' | 'mqtt'; events: number }> = [
+  { transport: 'rmq', label: 'RabbitMQ (publisher confirms)', service: 'rabbitmq', events: 2_000 },
+  { transport: 'mqtt', label: 'MQTT 5 (QoS 1 PUBACK)', service: 'mqtt', events: 2_000 },
+];
+
+for (const c of CASES) {
+  describeWith(
+    ['postgres', c.service],
+    `Relay with a slow broker: ${c.label}, confirms at 1.5 × publishTimeout`,
+    () => {
+      let db: TestDatabase;
+      beforeAll(async () => {
+        db = await createTestDatabase('postgres');
+      });
+      afterAll(async () => {
+        await db?.drop();
+      });
+
+      it(`marks all ${c.events} messages sent, none dead, no attempt spent, at most one extra delivery each`, async () => {
+        const logger = new CapturingLogger();
+        const figures = await runSlowBroker({
+          db,
+          transport: c.transport,
+          events: c.events,
+          publishTimeout: PUBLISH_TIMEOUT,
+          delayMs: DELAY_MS,
+          logger,
+        });
+        console.log(`slow broker, ${c.label}: ${JSON.stringify(figures)}`);
+        const warnings = logger.lines.filter((l) => /confirms late/.test(l.message));
+
+        expect(figures).toMatchObject({ lost: 0, dead: 0, sent: figures.events, sawBrokerSlow: true, maxAttempts: 1 });
+        expect(figures.maxDeliveriesOfOne).toBeLessThanOrEqual(2);
+        expect(figures.duplicates).toBeLessThanOrEqual(figures.events);
+        // One warning when confirms turn late (an episode may end and start again, never one line per message).
+        expect(warnings.length).toBeGreaterThanOrEqual(1);
+        expect(warnings.length).toBeLessThanOrEqual(3);
+      });
+    },
+  );
+}
