@@ -3,13 +3,17 @@ import { createServer, Server, Socket } from 'node:net';
 /**
  * A TCP proxy owned by a test, to simulate an outage of a shared service without stopping it: `cut()` drops every
  * connection and refuses new ones; `restore()` lets traffic through again. `delay(ms)` holds every chunk that
- * passes, both ways, for `ms` before forwarding it (in order): a slow link, with the connection kept.
+ * passes, both ways, for `ms` before forwarding it (in order): a slow link, with the connection kept. `stall()`
+ * holds every chunk (new connections are still accepted) until `resume()` forwards them, in order: a database that
+ * stops answering without closing its connections (a network partition, a frozen server).
  */
 export class TcpProxy {
   private server?: Server;
   private readonly sockets = new Set<Socket>();
   private open = true;
   private delayMs = 0;
+  /** While stalled: what arrived, to forward on `resume()` in arrival order. */
+  private held?: Array<() => void>;
   port = 0;
 
   constructor(
@@ -57,10 +61,26 @@ export class TcpProxy {
     this.delayMs = ms;
   }
 
+  /** From now on nothing is forwarded, either way; connections stay open and new ones are accepted. */
+  stall(): void {
+    this.held ??= [];
+  }
+
+  /** Forwards everything held since `stall()`, in order, and traffic flows again. */
+  resume(): void {
+    const held = this.held ?? [];
+    this.held = undefined;
+    for (const forward of held) forward();
+  }
+
   /** Copies `from` to `to`, each chunk after the delay in force when it arrived, in arrival order. */
   private forward(from: Socket, to: Socket): void {
     let last = 0;
-    from.on('data', (chunk: Buffer) => {
+    const onData = (chunk: Buffer) => {
+      if (this.held) {
+        this.held.push(() => onData(chunk));
+        return;
+      }
       if (this.delayMs === 0 && last <= Date.now()) {
         if (!to.destroyed) to.write(chunk);
         return;
@@ -71,11 +91,17 @@ export class TcpProxy {
       setTimeout(() => {
         if (!to.destroyed) to.write(chunk);
       }, due - Date.now());
-    });
-    from.on('end', () => {
+    };
+    const onEnd = () => {
+      if (this.held) {
+        this.held.push(onEnd);
+        return;
+      }
       const wait = Math.max(0, last - Date.now());
       setTimeout(() => to.end(), wait);
-    });
+    };
+    from.on('data', onData);
+    from.on('end', onEnd);
   }
 
   async stop(): Promise<void> {
