@@ -185,6 +185,8 @@ for (const setup of setups) {
         [{ ...ds, 'messaging.destination.name': 'Poison' }, 1],
       ]);
       expect(await points(reader, M.leaseLost)).toEqual([]);
+      // Every confirm was prompt: the broker is not slow.
+      expect(summary(await points(reader, M.brokerSlow))).toEqual([[ds, 0]]);
       for (const name of [M.pending, M.due, M.inFlight, M.dead]) {
         expect([name, summary(await points(reader, name))]).toEqual([name, [[ds, 0]]]);
       }

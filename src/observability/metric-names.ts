@@ -5,7 +5,10 @@
 export const OUTBOX_METRICS = Object.freeze({
   /** Counter, `{message}`: publish attempts (success and failure; `error.type` on failure). */
   sentMessages: 'messaging.client.sent.messages',
-  /** Histogram, `s`: from the start of a publish to the broker's confirmation or the failure. */
+  /**
+   * Histogram, `s`: from the start of a publish to the broker's confirmation or the failure — the confirm latency
+   * (a late confirm, past `publishTimeout`, included).
+   */
   operationDuration: 'messaging.client.operation.duration',
   /** Histogram, `s`: from the commit that wrote the row to the broker's confirmation. */
   publishDelay: 'outbox.publish.delay',
@@ -27,6 +30,11 @@ export const OUTBOX_METRICS = Object.freeze({
   dead: 'outbox.backlog.dead',
   /** Observable gauge, `s`: age of the oldest pending row on the database clock (0 when none). */
   oldestPendingAge: 'outbox.backlog.oldest_pending.age',
+  /**
+   * Observable gauge, `1`: 1 while the broker confirms late (a confirm waited past `publishTimeout` on a connected
+   * client, and full batches have not been confirmed promptly since), else 0. See `OutboxPublisher.brokerSlow`.
+   */
+  brokerSlow: 'outbox.relay.broker.slow',
   /** Counter, `{request}`: idempotency-key outcomes per route or consumer (`outbox.idempotency.outcome`). */
   idempotency: 'outbox.idempotency.requests',
 });
@@ -34,8 +42,13 @@ export const OUTBOX_METRICS = Object.freeze({
 /** The meter's name. */
 export const OUTBOX_METER = 'nestjs-outbox';
 
-/** Bucket boundaries (s) of the publish duration: the messaging conventions' advice. */
-export const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
+/**
+ * Bucket boundaries (s) of the publish duration: the messaging conventions' advice, then up to the default
+ * `maxConfirmWait` (5 minutes), where late confirms fall.
+ */
+export const DURATION_BUCKETS = [
+  0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60, 300,
+];
 
 /** Bucket boundaries (s) of the commit-to-publish delay: the duration's, then up to an hour. */
-export const DELAY_BUCKETS = [...DURATION_BUCKETS, 30, 60, 300, 900, 3600];
+export const DELAY_BUCKETS = [...DURATION_BUCKETS, 900, 3600];

@@ -27,6 +27,7 @@ interface RelayInstruments {
   deadLettered: Counter;
   requeued: Counter;
   leaseLost: Counter;
+  brokerSlow: Observable;
   backlog: { pending: Observable; due: Observable; inFlight: Observable; dead: Observable; oldestAge: Observable };
 }
 
@@ -61,8 +62,13 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
     const { pending, due, inFlight, dead, oldestAge } = instruments.backlog;
     const observe: BatchObservableCallback = (result) => this.observeBacklog(result, instruments);
     meter.addBatchObservableCallback(observe, [pending, due, inFlight, dead, oldestAge]);
+    const attributes = this.outboxAttributes();
+    const observeSlow = (result: { observe(value: number, attributes?: Attributes): void }) =>
+      result.observe(this.publisher.brokerSlow ? 1 : 0, attributes);
+    instruments.brokerSlow.addCallback(observeSlow);
     this.stop = () => {
       meter.removeBatchObservableCallback(observe, [pending, due, inFlight, dead, oldestAge]);
+      instruments.brokerSlow.removeCallback(observeSlow);
       listeners();
       idempotency();
     };
@@ -92,6 +98,10 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
       deadLettered: meter.createCounter(M.deadLettered, messages('Outbox messages moved to the dead letters')),
       requeued: meter.createCounter(M.requeued, messages('Dead outbox messages made pending again')),
       leaseLost: meter.createCounter(M.leaseLost, messages('Messages whose claim was taken over before being marked')),
+      brokerSlow: meter.createObservableGauge(M.brokerSlow, {
+        unit: '1',
+        description: '1 while the broker confirms later than publishTimeout (the relay waits, with smaller batches)',
+      }),
       backlog: {
         pending: meter.createObservableGauge(M.pending, messages('Outbox messages waiting to be published')),
         due: meter.createObservableGauge(M.due, messages('Pending outbox messages due now and not claimed')),

@@ -1,8 +1,10 @@
 import type { INestApplication, LoggerService } from '@nestjs/common';
 import { Transport } from '@nestjs/microservices';
+import { AggregationTemporality, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
+import type { Histogram } from '@opentelemetry/sdk-metrics';
 import { randomBytes } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import { OutboxMessage, OutboxPublisher, OutboxService } from '../../src';
+import { OUTBOX_METRICS, OutboxMessage, OutboxPublisher, OutboxService } from '../../src';
 import { createOutboxTestingModule } from '../fixtures/outbox-app';
 import type { TestDatabase } from './databases';
 import { waitFor } from './ports';
@@ -36,6 +38,10 @@ export interface SlowBrokerFigures {
   dead: number;
   /** True when `OutboxPublisher.brokerSlow` was seen true while the link was slow. */
   sawBrokerSlow: boolean;
+  /** True when the `outbox.relay.broker.slow` gauge was collected as 1 while the link was slow. */
+  gaugeSaidSlow: boolean;
+  /** Publishes the confirm-latency histogram counted above `publishTimeout`. */
+  lateConfirmsInHistogram: number;
   /** The most attempts any row counted (1 when no attempt was ever spent again). */
   maxAttempts: number;
   elapsedMs: number;
@@ -47,6 +53,8 @@ export interface SlowBrokerFigures {
  * broker receives. `retry.maxAttempts` is 3: were a late confirm a failure, the rows would go dead.
  */
 export async function runSlowBroker(s: SlowBrokerScenario): Promise<SlowBrokerFigures> {
+  const reader = new CollectingReader();
+  const meterProvider = new MeterProvider({ readers: [reader] });
   const proxy = await new TcpProxy(
     s.transport === 'rmq' ? SERVICES.rabbitmq.host : SERVICES.mqtt.host,
     s.transport === 'rmq' ? SERVICES.rabbitmq.port : SERVICES.mqtt.port,
@@ -80,6 +88,7 @@ export async function runSlowBroker(s: SlowBrokerScenario): Promise<SlowBrokerFi
         },
         retry: { initialDelay: 100, maxDelay: 1_000, maxAttempts: 3 },
         cleanup: { enabled: false },
+        metrics: { meterProvider },
       },
     });
     app = moduleRef.createNestApplication({ logger: s.logger });
@@ -102,10 +111,12 @@ export async function runSlowBroker(s: SlowBrokerScenario): Promise<SlowBrokerFi
       ids.push(...(await outbox.transaction(() => outbox.emitMany(chunk))));
     }
     let sawBrokerSlow = false;
+    let gaugeSaidSlow = false;
     const total = ids.length;
     await waitFor(
       async () => {
         sawBrokerSlow ||= publisher.brokerSlow;
+        gaugeSaidSlow ||= (await reader.points(OUTBOX_METRICS.brokerSlow)).some((p) => p.value === 1);
         const settled = await repo.count({ where: [{ status: 'sent' }, { status: 'dead' }] });
         return settled === total;
       },
@@ -116,6 +127,11 @@ export async function runSlowBroker(s: SlowBrokerScenario): Promise<SlowBrokerFi
     // Let any late duplicate reach the consumer before counting.
     await new Promise((r) => setTimeout(r, s.delayMs * 2 + 500));
 
+    const durations = await reader.points(OUTBOX_METRICS.operationDuration);
+    const lateConfirmsInHistogram = durations.reduce(
+      (sum, p) => sum + lateCount(p.value as Histogram, s.publishTimeout),
+      0,
+    );
     const counts = consumer.counts();
     const rows = await repo.find({ select: { status: true, attempts: true } });
     return {
@@ -126,6 +142,8 @@ export async function runSlowBroker(s: SlowBrokerScenario): Promise<SlowBrokerFi
       sent: rows.filter((r) => r.status === 'sent').length,
       dead: rows.filter((r) => r.status === 'dead').length,
       sawBrokerSlow,
+      gaugeSaidSlow,
+      lateConfirmsInHistogram,
       maxAttempts: Math.max(0, ...rows.map((r) => r.attempts)),
       elapsedMs,
     };
@@ -133,6 +151,29 @@ export async function runSlowBroker(s: SlowBrokerScenario): Promise<SlowBrokerFi
     await app?.close();
     await proxy.stop();
     await consumer.stop();
+    await meterProvider.shutdown();
+  }
+}
+
+/** Publishes a duration histogram counted in its buckets above `publishTimeout` (ms). */
+function lateCount(histogram: Histogram, publishTimeout: number): number {
+  const { boundaries, counts } = histogram.buckets;
+  // counts[i] holds the values up to boundaries[i]; the last one those above every boundary.
+  return counts.reduce((sum, n, i) => (i > 0 && boundaries[i - 1] >= publishTimeout / 1000 ? sum + n : sum), 0);
+}
+
+/** Collects the library's metrics on demand (cumulative). */
+class CollectingReader extends MetricReader {
+  constructor() {
+    super({ aggregationTemporalitySelector: () => AggregationTemporality.CUMULATIVE });
+  }
+  protected async onForceFlush(): Promise<void> {}
+  protected async onShutdown(): Promise<void> {}
+
+  async points(name: string) {
+    const { resourceMetrics } = await this.collect();
+    const metrics = resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics);
+    return metrics.find((m) => m.descriptor.name === name)?.dataPoints ?? [];
   }
 }
 
