@@ -151,7 +151,7 @@ describeSwagger('@Idempotent() in the OpenAPI document (@nestjs/swagger)', () =>
       ['400', ['idempotency-key-missing', 'idempotency-key-invalid', 'body-nested-too-deeply']],
       ['409', ['idempotency-key-in-use']],
       ['422', ['idempotency-key-reused']],
-      ['503', ['database-unavailable']],
+      ['503', ['database-unavailable', 'database-busy']],
     ] as const) {
       const schema = responses[status].content['application/problem+json'].schema;
       expect(schema.required).toEqual(['type', 'title', 'status', 'detail', 'code']);

@@ -59,7 +59,14 @@ describe('isDatabaseUnavailable', () => {
     expect(
       isDatabaseUnavailable(new AggregateError([Object.assign(new Error('connect'), { code: 'ECONNREFUSED' })])),
     ).toBe(true);
-    expect(isDatabaseUnavailable(new Error('timeout exceeded when trying to connect'))).toBe(true);
+  });
+
+  it('leaves a busy database to isDatabaseBusy: a pool wait or lock timeout is not an outage', () => {
+    expect(isDatabaseUnavailable(new Error('timeout exceeded when trying to connect'))).toBe(false);
+    expect(isDatabaseUnavailable(Object.assign(new Error('lock timeout'), { code: '55P03' }))).toBe(false);
+    expect(isDatabaseUnavailable(Object.assign(new Error('queue'), { code: 'POOL_ENQUEUELIMIT' }))).toBe(false);
+    // pg-pool's failed connect of a new client (not a wait for a pooled one) stays an outage.
+    expect(isDatabaseUnavailable(new Error('Connection terminated due to connection timeout'))).toBe(true);
   });
 
   it('leaves every other error alone (bugs and bad data must surface)', () => {

@@ -1,7 +1,9 @@
 /**
  * Tells "the database cannot be reached right now" (a transient outage: answer 503 and let the client retry with the
  * same key) from every other database error (a bug or bad data: let it surface). Looks through the wrappers drivers
- * and TypeORM put around the cause (`driverError`, `cause`, `AggregateError.errors`).
+ * and TypeORM put around the cause (`driverError`, `cause`, `AggregateError.errors`). A database that answers but is
+ * saturated (a pool wait, lock wait or statement timeout, too many connections) is "busy" instead:
+ * `database-busy.ts`.
  */
 
 /** Node socket and DNS errors of a connection that failed or died. */
@@ -26,21 +28,18 @@ const DRIVER_CODES = new Set([
   'PROTOCOL_SEQUENCE_TIMEOUT',
   'PROTOCOL_ENQUEUE_AFTER_FATAL_ERROR',
   'PROTOCOL_ENQUEUE_AFTER_QUIT',
-  'POOL_ENQUEUELIMIT',
-  'ER_CON_COUNT_ERROR',
   'ER_SERVER_SHUTDOWN',
   'ER_NORMAL_SHUTDOWN',
   // SQLite: another process holds the database file
   'SQLITE_BUSY',
 ]);
 
-/** SQLSTATE of PostgreSQL: class 08 (connection exception) and the server shutting down or full. */
-const PG_STATE = /^(08...|57P01|57P02|57P03|53300)$/;
+/** SQLSTATE of PostgreSQL: class 08 (connection exception) and the server shutting down or starting up. */
+const PG_STATE = /^(08...|57P01|57P02|57P03)$/;
 
 /** Messages of `pg` / `pg-pool` (which set no code) and of mysql2 when its connection is gone. */
 const MESSAGES = [
   /Connection terminated/i, // pg: 'Connection terminated unexpectedly', '… due to connection timeout'
-  /timeout exceeded when trying to connect/i, // pg-pool: waiting for a connection (connectionTimeoutMillis)
   /Client has encountered a connection error and is not queryable/i, // pg
   /Client was closed and is not queryable/i, // pg
   /Can't add new command when connection is in closed state/i, // mysql2

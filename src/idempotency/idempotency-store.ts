@@ -4,6 +4,7 @@ import type { OutboxDialect } from '../dialects/outbox-dialect';
 import type { SqlOutboxDialect } from '../dialects/sql-dialect.base';
 import type { OutboxTransactionContext } from '../transaction/transaction.types';
 import { indexNamesOf, tableNameOf } from '../schema/outbox-table-names';
+import type { IdempotencyWaitLimits } from './stores/connection-wait';
 
 /** A completed record as read back for a replay. */
 export interface StoredIdempotencyRecord {
@@ -61,13 +62,25 @@ export type IdempotencyBegin =
  * 422 when the in-flight request is a different one); else the caller owns the key until commit or rollback.
  */
 export interface IdempotencyStore {
-  begin(scope: string, key: string, fingerprint: string): Promise<IdempotencyBegin>;
+  /**
+   * The store's waits are bounded by `limits`: for a pooled connection (`connectionTimeout`, then
+   * `DatabaseBusyError`), for a lock (`lockTimeout`) and, where the driver allows, for its own round trips
+   * (`statementTimeout`); the module's defaults when left out.
+   */
+  begin(scope: string, key: string, fingerprint: string, limits?: IdempotencyWaitLimits): Promise<IdempotencyBegin>;
   /**
    * Optional: the same outcome for a caller that may wait for a duplicate in flight (a message redelivery), in
-   * fewer statements: the key is written first, in the transaction, and a duplicate waits for it to end. Never
-   * answers `in-flight` but for a record deleted meanwhile. Stores without it are asked `begin()`.
+   * fewer statements: the key is written first, in the transaction, and a duplicate waits for it to end — at most
+   * `lockTimeout`, then it is answered `in-flight`, as it is for a record deleted meanwhile. Stores without it are
+   * asked `begin()`.
    */
-  claim?(scope: string, key: string, fingerprint: string, ttl: number): Promise<IdempotencyBegin>;
+  claim?(
+    scope: string,
+    key: string,
+    fingerprint: string,
+    ttl: number,
+    limits?: IdempotencyWaitLimits,
+  ): Promise<IdempotencyBegin>;
   /**
    * The same decision inside a transaction that someone else opened and will commit (a plugged-in transaction
    * source such as nestjs-cls): takes the non-blocking locks and reads the record through `manager`. When

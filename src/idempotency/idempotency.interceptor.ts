@@ -2,6 +2,7 @@ import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nes
 import { Reflector } from '@nestjs/core';
 import { lastValueFrom, Observable, of } from 'rxjs';
 import { describeError } from '../util/describe-error';
+import { isDatabaseBusy } from './database-busy';
 import { isDatabaseUnavailable } from './database-unavailable';
 import { keepFailure } from './final-failure';
 import { runFirstRequest } from './http-first-run';
@@ -12,6 +13,7 @@ import * as warnings from './idempotency-warnings';
 import type { HandlerBody, IdempotentCall, ResolvedIdempotentOptions, StoredResponse } from './idempotent-call.types';
 import { IdempotencyService } from './idempotency.service';
 import {
+  databaseBusyProblem,
   databaseUnavailableProblem,
   IdempotencyProblemException,
   inFlightProblem,
@@ -99,9 +101,11 @@ export class IdempotencyInterceptor extends IdempotencySteps implements NestInte
       fingerprint: this.fingerprintOrReject(context, () => this.fingerprintHttp(context, request, options)),
       options,
     };
-    const begun = await this.idempotency.begin(call.scope, call.key, call.fingerprint).catch((error: unknown) => {
-      throw this.databaseError(context, error, options);
-    });
+    const begun = await this.idempotency
+      .begin(call.scope, call.key, call.fingerprint, options)
+      .catch((error: unknown) => {
+        throw this.databaseError(context, error, options);
+      });
     if (begun.kind === 'stored') return this.answerStoredHttp(context, begun.record, call);
     if (begun.kind === 'in-flight') {
       // A different request with the key wins over "in flight": 422 rather than 409.
@@ -148,12 +152,18 @@ export class IdempotencyInterceptor extends IdempotencySteps implements NestInte
   }
 
   /**
-   * A database error of the key-taking steps, the handler or the commit: when the database is unreachable (see
-   * `isDatabaseUnavailable`) a 503 problem+json with `Retry-After` (the transaction is gone, so nothing was applied,
-   * or a commit's outcome is unknown and a retry with the same key finds out); any other error as it is.
+   * A database error of the key-taking steps, the handler or the commit: a 503 problem+json with `Retry-After` when
+   * the database is busy (`database-busy`: a pool wait, lock wait or statement timeout) or unreachable
+   * (`database-unavailable`, see `isDatabaseUnavailable`) — the transaction is gone, so nothing was applied, or a
+   * commit's outcome is unknown and a retry with the same key finds out; any other error as it is.
    */
   protected databaseError(context: ExecutionContext, error: unknown, options: ResolvedIdempotentOptions): unknown {
-    if (error instanceof IdempotencyProblemException || !isDatabaseUnavailable(error)) return error;
+    if (error instanceof IdempotencyProblemException) return error;
+    if (isDatabaseBusy(error)) {
+      this.logger.debug(`The database is busy (${describeError(error)}): answered 503.`);
+      return this.reject(context, databaseBusyProblem(options.header, options.retryAfter));
+    }
+    if (!isDatabaseUnavailable(error)) return error;
     this.logger.debug(`The database is unreachable (${describeError(error)}): answered 503.`);
     return this.reject(context, databaseUnavailableProblem(options.header, options.retryAfter));
   }
@@ -261,7 +271,7 @@ export class IdempotencyInterceptor extends IdempotencySteps implements NestInte
       fingerprint: this.messageFingerprint(context, context.getArgByIndex(0), options),
       options,
     };
-    const begun = await this.idempotency.claim(call.scope, call.key, call.fingerprint, options.ttl);
+    const begun = await this.idempotency.claim(call.scope, call.key, call.fingerprint, options.ttl, options);
     if (begun.kind === 'stored') return this.skipDuplicate(context, begun.record, call);
     if (begun.kind === 'in-flight') return this.deferInFlight(context, call);
     return this.runFirstRpc(context, handler, begun.attempt, call);

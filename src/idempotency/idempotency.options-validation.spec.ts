@@ -15,6 +15,9 @@ describe('idempotency options', () => {
       ttl: 86_400_000,
       retryAfter: 1,
       manualAck: false,
+      connectionTimeout: 5000,
+      lockTimeout: 2000,
+      statementTimeout: 5000,
     });
   });
 
@@ -38,6 +41,10 @@ describe('idempotency options', () => {
     [{ replayHeaders: 'location' }, /idempotency\.replayHeaders/],
     [{ manualAck: 1 }, /idempotency\.manualAck/],
     [{ maxKeyLength: 0 }, /idempotency\.maxKeyLength.*from 1 to 255/],
+    [{ connectionTimeout: 0 }, /idempotency\.connectionTimeout.*milliseconds/],
+    [{ lockTimeout: 1.5 }, /idempotency\.lockTimeout.*milliseconds/],
+    [{ statementTimeout: '5s' }, /idempotency\.statementTimeout.*milliseconds/],
+    [{ lockTimeout: 5000, statementTimeout: 5000 }, /idempotency\.statementTimeout.*greater than lockTimeout/],
     [{ maxKeyLength: 256 }, /idempotency\.maxKeyLength.*from 1 to 255.*size of the key column/],
     [{ maxKeyLength: 10.5 }, /idempotency\.maxKeyLength/],
     [{ replayErrors: 'yes' }, /idempotency\.replayErrors.*boolean or a function/],

@@ -64,6 +64,24 @@ export function resolveIdempotencyDefaults(
       'Pass e.g. 1 (the default).',
     );
   }
+  const wholeMs = (name: 'connectionTimeout' | 'lockTimeout' | 'statementTimeout', example: number): number => {
+    const value = raw[name] ?? base[name];
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 2_147_483_647) {
+      fail(name, `must be a whole number of milliseconds >= 1, got ${String(value)}`, `Pass e.g. ${example}.`);
+    }
+    return value;
+  };
+  const connectionTimeout = wholeMs('connectionTimeout', DEFAULT_IDEMPOTENCY_OPTIONS.connectionTimeout);
+  const lockTimeout = wholeMs('lockTimeout', DEFAULT_IDEMPOTENCY_OPTIONS.lockTimeout);
+  const statementTimeout = wholeMs('statementTimeout', DEFAULT_IDEMPOTENCY_OPTIONS.statementTimeout);
+  if (statementTimeout <= lockTimeout) {
+    fail(
+      'statementTimeout',
+      `must be greater than lockTimeout (${lockTimeout}), got ${statementTimeout}`,
+      'A lock wait must end on the server (503 database-busy) before the client gives up on the connection: ' +
+        `pass e.g. statementTimeout: ${lockTimeout + 3000}.`,
+    );
+  }
   const replayHeaders = raw.replayHeaders ?? base.replayHeaders;
   if (!Array.isArray(replayHeaders) || replayHeaders.some((h) => typeof h !== 'string' || !HEADER_NAME.test(h))) {
     fail('replayHeaders', 'must be an array of HTTP header names', "Pass e.g. ['location', 'etag'].");
@@ -86,6 +104,9 @@ export function resolveIdempotencyDefaults(
     maxKeyLength,
     ttl,
     retryAfter,
+    connectionTimeout,
+    lockTimeout,
+    statementTimeout,
     replayHeaders: Object.freeze(replayHeaders.map((h) => h.toLowerCase())) as string[],
     manualAck,
     replayErrors,

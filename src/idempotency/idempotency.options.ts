@@ -31,10 +31,37 @@ export interface IdempotencyDefaults {
    */
   ttl?: number;
   /**
-   * Seconds sent in the `Retry-After` header of a 409 (same key still in flight) and of a 503 (database unreachable).
+   * Seconds sent in the `Retry-After` header of a 409 (same key still in flight) and of a 503 (database unreachable
+   * or busy).
    * @default 1
    */
   retryAfter?: number;
+  /**
+   * Milliseconds a request waits for a pooled connection to take its key (PostgreSQL, MySQL/MariaDB). The drivers'
+   * pools can queue without limit (mysql2 always, `pg` without `connectionTimeoutMillis`); past this the request is
+   * answered 503 `database-busy` with `Retry-After`, and a connection that arrives later goes back to the pool. A key
+   * this process is running right now is answered 409 (`idempotency-key-in-use`) without waiting for a connection.
+   * @default 5000
+   */
+  connectionTimeout?: number;
+  /**
+   * Milliseconds the library's own statements wait for a lock another transaction holds: taking a key, writing its
+   * record (and, for messages on PostgreSQL, claiming the key). PostgreSQL: `SET LOCAL lock_timeout` around them
+   * only (the handler's statements keep the session's setting). Past it: 503 `database-busy` (HTTP), or the message
+   * is treated as in flight. The key is otherwise taken with locks that never wait.
+   * @default 2000
+   */
+  lockTimeout?: number;
+  /**
+   * PostgreSQL: milliseconds the library waits for the answer to one of its own round trips (taking the key, writing
+   * the record with `COMMIT`, `ROLLBACK`), measured by the client (`pg`'s `query_timeout`), so a database that stalls
+   * without closing connections cannot hold a request: past it the connection is discarded and the request answered
+   * 503 `database-unavailable` (after a commit its outcome is unknown; a retry with the same key finds out). Greater
+   * than `lockTimeout`. The handler's own statements are bounded by the DataSource's timeouts (see
+   * docs/reliability.md).
+   * @default 5000
+   */
+  statementTimeout?: number;
   /**
    * Response headers stored with a completed HTTP response and sent again on replay (lower case). Headers set by
    * `@Header()` are sent by the route itself on replay and need not be listed.
@@ -106,6 +133,9 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyDefaults> 
   maxKeyLength: 255,
   ttl: 86_400_000,
   retryAfter: 1,
+  connectionTimeout: 5000,
+  lockTimeout: 2000,
+  statementTimeout: 5000,
   replayHeaders: ['location', 'content-location', 'etag'],
   manualAck: false,
   replayErrors: true,

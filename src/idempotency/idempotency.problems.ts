@@ -8,7 +8,7 @@ export interface IdempotencyProblemDetails {
   detail: string;
   /**
    * A stable machine-readable reason: `idempotency-key-missing`, `idempotency-key-invalid`, `idempotency-key-in-use`,
-   * `idempotency-key-reused`, `body-nested-too-deeply`, `database-unavailable`.
+   * `idempotency-key-reused`, `body-nested-too-deeply`, `database-unavailable`, `database-busy`.
    */
   code: string;
 }
@@ -109,6 +109,21 @@ export function databaseUnavailableProblem(header: string, retryAfter: number): 
     'database-unavailable',
     `The database is unreachable right now. Retry after ${retryAfter} second(s) with the same ${header} and body: ` +
       `the request takes effect at most once, and if it already did, the retry answers its stored response.`,
+    retryAfter,
+  );
+}
+
+/**
+ * 503: the database answers but is saturated — no pooled connection became free within `connectionTimeout`, or a
+ * statement gave up waiting for a lock (`lockTimeout`) or ran past a statement timeout. Nothing was applied.
+ */
+export function databaseBusyProblem(header: string, retryAfter: number): IdempotencyProblemException {
+  return problem(
+    HttpStatus.SERVICE_UNAVAILABLE,
+    'database-busy',
+    `The database is too busy to take this request right now (no connection became free in time, or a lock wait ` +
+      `timed out). Retry after ${retryAfter} second(s) with the same ${header} and body: the request takes effect ` +
+      `at most once, and if it already did, the retry answers its stored response.`,
     retryAfter,
   );
 }

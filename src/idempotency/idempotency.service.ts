@@ -1,4 +1,4 @@
-import { Inject, Injectable, OnModuleInit, Optional } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnModuleInit, Optional } from '@nestjs/common';
 import { OutboxCleanupRegistry } from '../scheduling/outbox-cleanup.registry';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
@@ -7,6 +7,9 @@ import { checkEntitiesRegistered } from '../schema/outbox-entities.check';
 import type { SqlOutboxDialect } from '../dialects/sql-dialect.base';
 import { StepJournal } from './steps/step-journal';
 import type { IdempotencyBegin, IdempotencyStore, IdempotencyStoreConfig } from './idempotency-store';
+import type { IdempotencyWaitLimits } from './stores/connection-wait';
+import { RunningKeys } from './running-keys';
+import { driverTimeoutWarning } from './driver-timeouts';
 import { beginJoined } from './joined-attempt';
 import { resolveIdempotencyStore } from './stores/resolve-idempotency-store';
 import { loadClassTransformer } from './class-transformer.loader';
@@ -30,6 +33,8 @@ export class IdempotencyService implements OnModuleInit {
   private created?: IdempotencyStore;
   private journal?: StepJournal;
   private config?: IdempotencyStoreConfig;
+  /** The keys this process is running right now: a duplicate is answered 409 without a connection. */
+  private readonly running = new RunningKeys();
 
   constructor(
     protected readonly database: OutboxDatabase,
@@ -48,6 +53,8 @@ export class IdempotencyService implements OnModuleInit {
     await loadClassTransformer();
     const { dataSource, entities } = this.database;
     if (!dataSource.hasMetadata(entities.idempotencyRecord)) return;
+    const warning = driverTimeoutWarning(dataSource, this.database.name);
+    if (warning) new Logger('OutboxModule').warn(warning);
     this.cleanup?.register({ name: IDEMPOTENCY_CLEANUP_TASK, deleteBatch: (limit) => this.store.deleteExpired(limit) });
     if (!dataSource.hasMetadata(entities.idempotencyStep)) return;
     this.cleanup?.register({ name: IDEMPOTENCY_STEPS_CLEANUP_TASK, deleteBatch: (n) => this.steps.deleteExpired(n) });
@@ -65,24 +72,40 @@ export class IdempotencyService implements OnModuleInit {
 
   /**
    * Takes (scope, key) for a request with `fingerprint`: in a transaction of the store's own when the built-in
-   * transactions are used, else inside the plugged-in transaction source's (e.g. `transactions: 'cls'`).
+   * transactions are used, else inside the plugged-in transaction source's (e.g. `transactions: 'cls'`). A key this
+   * process is running is answered in flight at once; the store's waits are bounded by `limits`.
    */
-  begin(scope: string, key: string, fingerprint: string): Promise<IdempotencyBegin> {
-    const { dataSource } = this.database;
-    const source = transactionSourceOf(dataSource);
-    const store = this.store;
-    if (!source) return store.begin(scope, key, fingerprint);
-    return beginJoined(source, dataSource, store, this.config!, scope, key, fingerprint);
+  begin(
+    scope: string,
+    key: string,
+    fingerprint: string,
+    limits: IdempotencyWaitLimits = this.defaults,
+  ): Promise<IdempotencyBegin> {
+    return this.running.take(scope, key, fingerprint, () => {
+      const { dataSource } = this.database;
+      const source = transactionSourceOf(dataSource);
+      const store = this.store;
+      if (!source) return store.begin(scope, key, fingerprint, limits);
+      return beginJoined(source, dataSource, store, this.config!, scope, key, fingerprint);
+    });
   }
 
   /**
    * Takes (scope, key) for a message: like `begin()`, but a redelivery racing the first delivery may wait for it
-   * (no prompt answer is needed), which lets the store write the key first in one statement (`store.claim`).
+   * (at most `lockTimeout`, then in flight; no prompt answer is needed), which lets the store write the key first in
+   * one statement (`store.claim`).
    */
-  claim(scope: string, key: string, fingerprint: string, ttl: number): Promise<IdempotencyBegin> {
+  claim(
+    scope: string,
+    key: string,
+    fingerprint: string,
+    ttl: number,
+    limits: IdempotencyWaitLimits = this.defaults,
+  ): Promise<IdempotencyBegin> {
     const store = this.store;
-    if (!store.claim || transactionSourceOf(this.database.dataSource)) return this.begin(scope, key, fingerprint);
-    return store.claim(scope, key, fingerprint, ttl);
+    if (!store.claim || transactionSourceOf(this.database.dataSource))
+      return this.begin(scope, key, fingerprint, limits);
+    return store.claim(scope, key, fingerprint, ttl, limits);
   }
 
   /**

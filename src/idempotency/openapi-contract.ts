@@ -303,8 +303,9 @@ function problemResponses(contract: IdempotencyRouteContract): Array<ReturnType<
     ]),
     problem(
       503,
-      'The database is unreachable; nothing was applied. Retry with the same key and body.',
-      ['database-unavailable'],
+      'The database is unreachable (`database-unavailable`) or too busy (`database-busy`: no pooled connection ' +
+        'became free in time, or a lock wait timed out); nothing was applied. Retry with the same key and body.',
+      ['database-unavailable', 'database-busy'],
       retryAfter,
     ),
   ];

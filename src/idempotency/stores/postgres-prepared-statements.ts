@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import type { PoolClient } from 'pg';
+import { queryWithin } from './postgres-transaction-end';
 
 /** One statement of a store's hot path: its parameter types and its text (`$1`, `$2`, … for the parameters). */
 export interface PreparedStatementSpec {
@@ -61,17 +62,17 @@ export class PostgresPreparedStatements<K extends string> {
    * statements are off, or turn off now because the server already had them (a pooling proxy shares its
    * connections): then use the plain SQL.
    */
-  prepareOn(client: PoolClient): boolean | Promise<boolean> {
+  prepareOn(client: PoolClient, timeoutMs?: number): boolean | Promise<boolean> {
     if (!this.enabled) return false;
     // Synchronous once the connection has them: the hot path awaits no promise of its own for this check.
     if (preparedOn.get(client)?.has(this.prepareAll)) return true;
-    return this.prepare(client);
+    return this.prepare(client, timeoutMs);
   }
 
-  private async prepare(client: PoolClient): Promise<boolean> {
+  private async prepare(client: PoolClient, timeoutMs: number | undefined): Promise<boolean> {
     let sets = preparedOn.get(client);
     try {
-      await client.query(this.prepareAll);
+      await queryWithin(client, this.prepareAll, timeoutMs);
     } catch (error) {
       if (this.outOfStep(error)) return false;
       throw error;

@@ -19,8 +19,11 @@ import {
 import { sha256Hex } from '../../util/sha256';
 import { CHEAP_NOW_MS, PostgresMessageClaim } from './postgres.message-claim';
 import { PostgresPreparedStatements } from './postgres-prepared-statements';
-import { endPostgresTransaction } from './postgres-transaction-end';
+import { abortPostgresTransaction, endPostgresTransaction, queryWithin } from './postgres-transaction-end';
 import { pgLiteral } from '../../dialects/postgres/postgres-literal';
+import { connectWithin, IdempotencyWaitLimits } from './connection-wait';
+import { lockTimeoutSql, LOCK_TIMEOUT_RESET } from './postgres-lock-timeout';
+import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../idempotency.options';
 
 /** The columns an insert writes, in the order of its values. */
 const INSERT_COLUMNS = [
@@ -37,14 +40,14 @@ const INSERT_COLUMNS = [
 /**
  * PostgreSQL, with as few round trips as the guarantees allow (each costs more CPU than the statements in it):
  *
- * 1. `BEGIN; SELECT pg_try_advisory_xact_lock(k), pg_try_advisory_xact_lock(r); SELECT <record>` — one round
- *    trip. The transaction-scoped advisory lock `k` on a hash of (table, scope, key) never waits: a concurrent
+ * 1. `BEGIN; SET LOCAL lock_timeout; SELECT pg_try_advisory_xact_lock(k), pg_try_advisory_xact_lock(r);
+ *    SELECT <record>; SET LOCAL lock_timeout TO DEFAULT` — one round trip. The transaction-scoped advisory lock `k` on a hash of (table, scope, key) never waits: a concurrent
  *    duplicate learns at once that the key is in flight (409) instead of blocking on the uncommitted unique key;
  *    `r`, on (table, scope, key, fingerprint), tells it whether the request in flight is its own (409) or a
  *    different one (422). The record is read by its own statement, after the locks, so under READ COMMITTED a
  *    winner that just committed (and released its locks) is seen.
  * 2. The handler's statements, in this transaction.
- * 3. `INSERT <record>; COMMIT` — one round trip. The unique constraint on (scope, key) stays the final arbiter: if
+ * 3. `SET LOCAL lock_timeout; INSERT <record>; COMMIT` — one round trip. The unique constraint on (scope, key) stays the final arbiter: if
  *    it fires (a snapshot older than the winner's commit, e.g. under REPEATABLE READ) everything rolls back and the
  *    caller replays the winner's record.
  *
@@ -54,6 +57,11 @@ const INSERT_COLUMNS = [
  * client's own `escapeLiteral` writes it (`pgLiteral`; never concatenated raw), the lock id is a decimal integer
  * and the rest is fixed SQL. Advisory locks are per database and transaction-scoped, so they work behind
  * transaction-pooling proxies (where prepared statements turn themselves off).
+ *
+ * Every wait is bounded (`IdempotencyWaitLimits`): the pooled connection by `connectionTimeout`, a lock the
+ * library's statements meet (a DDL on the table, an uncommitted duplicate of the key) by `lockTimeout`, set only
+ * around them (the handler's statements keep the session's value), and each round trip by `statementTimeout`, on
+ * the client (a stalled database): a connection whose round trip timed out is discarded, never reused.
  */
 export class PostgresIdempotencyStore implements IdempotencyStore {
   private readonly dialect: SqlOutboxDialect;
@@ -101,8 +109,14 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
   }
 
   /** A message's key, written first (a redelivery waits for it): see `postgres.message-claim.ts`. */
-  claim(scope: string, key: string, fingerprint: string, ttl: number): Promise<IdempotencyBegin> {
-    return this.messages.claim(scope, key, fingerprint, ttl);
+  claim(
+    scope: string,
+    key: string,
+    fingerprint: string,
+    ttl: number,
+    limits: IdempotencyWaitLimits = DEFAULT_IDEMPOTENCY_OPTIONS,
+  ): Promise<IdempotencyBegin> {
+    return this.messages.claim(scope, key, fingerprint, ttl, limits);
   }
 
   /**
@@ -120,34 +134,40 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     return [keyLock.toString(), requestLock.toString()];
   }
 
-  async begin(scope: string, key: string, fingerprint: string): Promise<IdempotencyBegin> {
+  async begin(
+    scope: string,
+    key: string,
+    fingerprint: string,
+    limits: IdempotencyWaitLimits = DEFAULT_IDEMPOTENCY_OPTIONS,
+  ): Promise<IdempotencyBegin> {
     const runner = this.config.dataSource.createQueryRunner();
-    const client = (await runner.connect()) as PoolClient;
+    const client = (await connectWithin(runner, limits.connectionTimeout)) as PoolClient;
     const [keyLock, requestLock] = this.lockIds(scope, key, fingerprint);
     const where = this.where(client, scope, key);
+    const timeout = limits.statementTimeout;
     let prepared = false;
     let results: Array<{ rows: any[] }>;
     try {
-      const ready = this.statements.prepareOn(client);
+      const ready = this.statements.prepareOn(client, timeout);
       prepared = typeof ready === 'boolean' ? ready : await ready;
       const sql = prepared
-        ? `BEGIN; ${this.statements.execute('locks', [keyLock, requestLock])}; ` +
-          this.statements.execute('read', [pgLiteral(client, scope), pgLiteral(client, key)])
-        : `BEGIN;
+        ? `BEGIN; ${lockTimeoutSql(limits)}; ${this.statements.execute('locks', [keyLock, requestLock])}; ` +
+          `${this.statements.execute('read', [pgLiteral(client, scope), pgLiteral(client, key)])}; ${LOCK_TIMEOUT_RESET}`
+        : `BEGIN; ${lockTimeoutSql(limits)};
         SELECT pg_try_advisory_xact_lock(${keyLock}) AS locked, pg_try_advisory_xact_lock(${requestLock}) AS request;
-        ${this.selectSql(where)}`;
-      results = (await client.query(sql)) as unknown as Array<{ rows: any[] }>;
+        ${this.selectSql(where)}; ${LOCK_TIMEOUT_RESET}`;
+      results = (await queryWithin(client, sql, timeout)) as Array<{ rows: any[] }>;
     } catch (error) {
-      await endPostgresTransaction(runner, client, 'ROLLBACK').catch(() => undefined);
+      await abortPostgresTransaction(runner, client, error, timeout);
       // The statements vanished from under a prepared connection (a pooling proxy): again, with plain SQL.
-      if (prepared && this.statements.outOfStep(error)) return this.begin(scope, key, fingerprint);
+      if (prepared && this.statements.outOfStep(error)) return this.begin(scope, key, fingerprint, limits);
       throw error;
     }
-    const locked = results[1]?.rows[0]?.locked === true;
-    const request = results[1]?.rows[0]?.request === true;
-    const { record, expired } = toStored(results[2]?.rows[0]);
+    const locked = results[2]?.rows[0]?.locked === true;
+    const request = results[2]?.rows[0]?.request === true;
+    const { record, expired } = toStored(results[3]?.rows[0]);
     if (record || !locked) {
-      await endPostgresTransaction(runner, client, 'ROLLBACK');
+      await endPostgresTransaction(runner, client, 'ROLLBACK', timeout);
       return record ? { kind: 'stored', record } : { kind: 'in-flight', sameRequest: !request };
     }
     // Tell TypeORM that its runner is inside a transaction, so the handler's saves join it (nested
@@ -155,7 +175,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     const state = runner as unknown as { isTransactionActive: boolean; transactionDepth: number };
     state.isTransactionActive = true;
     state.transactionDepth = 1;
-    return { kind: 'acquired', attempt: this.attempt(runner, client, scope, key, where, expired, prepared) };
+    return { kind: 'acquired', attempt: this.attempt(runner, client, scope, key, where, expired, prepared, limits) };
   }
 
   /** The same locks and read inside a transaction opened elsewhere (bound parameters; the locks end with it). */
@@ -255,18 +275,20 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     where: string,
     expired: boolean,
     prepared: boolean,
+    limits: IdempotencyWaitLimits,
   ): IdempotencyAttempt {
     const context = attemptContext(this.config.dataSource, runner.manager);
     const lit = (value: string | null) => (value === null ? 'NULL' : pgLiteral(client, value));
+    const timeout = limits.statementTimeout;
     const rollback = async () => {
       // A failed statement leaves the transaction aborted; ROLLBACK ends it either way.
-      await endPostgresTransaction(runner, client, 'ROLLBACK');
+      await endPostgresTransaction(runner, client, 'ROLLBACK', timeout);
     };
     const commitWith = async (sql: string) => {
       try {
-        await client.query(sql);
+        await queryWithin(client, sql, timeout);
       } catch (error) {
-        await rollback().catch(() => undefined);
+        await abortPostgresTransaction(runner, client, error, timeout);
         throw error;
       }
       const state = runner as unknown as { isTransactionActive: boolean; transactionDepth: number };
@@ -286,7 +308,10 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
         const insert = prepared
           ? this.statements.execute('insert', [...values, ttl])
           : `${this.sql.insert}${values.join(', ')}, n.ms, n.ms + ${ttl} FROM (SELECT ${now} AS ms) AS n`;
-        const sql = (expired ? `DELETE FROM ${this.table} WHERE ${where}; ` : '') + `${insert}; COMMIT`;
+        const sql =
+          `${lockTimeoutSql(limits)}; ` +
+          (expired ? `DELETE FROM ${this.table} WHERE ${where}; ` : '') +
+          `${insert}; COMMIT`;
         try {
           await commitWith(sql);
         } catch (error) {

@@ -14,7 +14,10 @@ import {
   toStored,
 } from '../idempotency-store';
 import { PostgresPreparedStatements } from './postgres-prepared-statements';
-import { endPostgresTransaction } from './postgres-transaction-end';
+import { abortPostgresTransaction, endPostgresTransaction, queryWithin } from './postgres-transaction-end';
+import type { IdempotencyWaitLimits } from './connection-wait';
+import { connectWithin } from './connection-wait';
+import { lockTimeoutSql, LOCK_TIMEOUT_RESET } from './postgres-lock-timeout';
 
 /**
  * Now on the database clock in epoch milliseconds, as the dialect's `nowMs` but through `date_part` (double
@@ -23,6 +26,9 @@ import { endPostgresTransaction } from './postgres-transaction-end';
  */
 export const CHEAP_NOW_MS = `(date_part('epoch', clock_timestamp()) * 1000)::bigint`;
 
+/** SQLSTATE of a lock wait that reached `lock_timeout`. */
+const LOCK_NOT_AVAILABLE = '55P03';
+
 /** TypeORM's view of whether its runner is inside a transaction. */
 type RunnerState = { isTransactionActive: boolean; transactionDepth: number };
 
@@ -30,11 +36,11 @@ type RunnerState = { isTransactionActive: boolean; transactionDepth: number };
  * A message's key taken on PostgreSQL the way a consumer can afford: a redelivery needs no prompt answer (it may
  * wait for the first delivery's transaction), so one statement replaces the advisory locks and the read:
  *
- * 1. `BEGIN; INSERT <key> … ON CONFLICT (scope, key) DO UPDATE … WHERE <the record expired> RETURNING id` — one
- *    round trip. A new key (or an expired record, replaced) returns its row: the delivery owns the key, and the
+ * 1. `BEGIN; SET LOCAL lock_timeout; INSERT <key> … ON CONFLICT (scope, key) DO UPDATE … WHERE <the record
+ *    expired> RETURNING id; SET LOCAL lock_timeout TO DEFAULT` — one round trip. A new key (or an expired record, replaced) returns its row: the delivery owns the key, and the
  *    uncommitted row holds off any redelivery until this transaction ends. A live record returns nothing: the
- *    message was handled. A redelivery racing the first delivery waits on the row, then sees the committed record
- *    (skipped) or, after a rollback, takes the key itself.
+ *    message was handled. A redelivery racing the first delivery waits on the row — at most `lockTimeout`, then it
+ *    is answered in flight — then sees the committed record (skipped) or, after a rollback, takes the key itself.
  * 2. The handler's statements, in this transaction.
  * 3. `COMMIT` — or `UPDATE <the row's response>; COMMIT` when the handler returned a value (`@MessagePattern`).
  *
@@ -85,15 +91,22 @@ export class PostgresMessageClaim {
     });
   }
 
-  async claim(scope: string, key: string, fingerprint: string, ttl: number): Promise<IdempotencyBegin> {
+  async claim(
+    scope: string,
+    key: string,
+    fingerprint: string,
+    ttl: number,
+    limits: IdempotencyWaitLimits,
+  ): Promise<IdempotencyBegin> {
     const runner = this.config.dataSource.createQueryRunner();
-    const client = (await runner.connect()) as PoolClient;
+    const client = (await connectWithin(runner, limits.connectionTimeout)) as PoolClient;
+    const timeout = limits.statementTimeout;
     const scopeText = pgLiteral(client, scope);
     const keyText = pgLiteral(client, key);
     let prepared = false;
     let results: Array<{ rows: any[] }>;
     try {
-      const ready = this.statements.prepareOn(client);
+      const ready = this.statements.prepareOn(client, timeout);
       prepared = typeof ready === 'boolean' ? ready : await ready;
       const claim = prepared
         ? this.statements.execute('claim', [
@@ -104,27 +117,35 @@ export class PostgresMessageClaim {
           ])
         : `${this.sql.insert}${scopeText}, ${keyText}, ${pgLiteral(client, fingerprint)}, ${CHEAP_NOW_MS}, ` +
           `${CHEAP_NOW_MS} + ${Math.floor(ttl)})${this.sql.conflict}`;
-      results = (await client.query(`BEGIN; ${claim}`)) as unknown as Array<{ rows: any[] }>;
+      const sql = `BEGIN; ${lockTimeoutSql(limits)}; ${claim}; ${LOCK_TIMEOUT_RESET}`;
+      results = (await queryWithin(client, sql, timeout)) as Array<{ rows: any[] }>;
     } catch (error) {
-      await endPostgresTransaction(runner, client, 'ROLLBACK').catch(() => undefined);
+      await abortPostgresTransaction(runner, client, error, timeout);
       // The statements vanished from under a prepared connection (a pooling proxy): again, with plain SQL.
-      if (prepared && this.statements.outOfStep(error)) return this.claim(scope, key, fingerprint, ttl);
+      if (prepared && this.statements.outOfStep(error)) return this.claim(scope, key, fingerprint, ttl, limits);
+      // The first delivery still holds the key after `lockTimeout`: in flight (requeued, refused or skipped).
+      if ((error as { code?: unknown } | null)?.code === LOCK_NOT_AVAILABLE)
+        return { kind: 'in-flight', sameRequest: true };
       throw error;
     }
-    const id = results[1]?.rows[0]?.id;
+    const id = results[2]?.rows[0]?.id;
     if (id === undefined || id === null) {
       // A live record: read it (a fresh statement sees the commit it waited for) and end the transaction.
       let row: unknown;
       try {
-        const { rows } = await client.query(
+        const { rows } = await queryWithin(
+          client,
           prepared
             ? this.statements.execute('read', [scopeText, keyText])
             : `${this.sql.select}${scopeText}${this.sql.key}${keyText}`,
+          timeout,
         );
         row = rows[0];
-      } finally {
-        await endPostgresTransaction(runner, client, 'ROLLBACK');
+      } catch (error) {
+        await abortPostgresTransaction(runner, client, error, timeout);
+        throw error;
       }
+      await endPostgresTransaction(runner, client, 'ROLLBACK', timeout);
       const { record } = toStored(row);
       // Gone between the two statements (the cleanup deleted it as it expired): let the delivery come back.
       return record ? { kind: 'stored', record } : { kind: 'in-flight', sameRequest: true };
@@ -132,10 +153,16 @@ export class PostgresMessageClaim {
     const state = runner as unknown as RunnerState;
     state.isTransactionActive = true;
     state.transactionDepth = 1;
-    return { kind: 'acquired', attempt: this.attempt(runner, client, String(id), prepared) };
+    return { kind: 'acquired', attempt: this.attempt(runner, client, String(id), prepared, timeout) };
   }
 
-  private attempt(runner: QueryRunner, client: PoolClient, id: string, prepared: boolean): IdempotencyAttempt {
+  private attempt(
+    runner: QueryRunner,
+    client: PoolClient,
+    id: string,
+    prepared: boolean,
+    timeout: number,
+  ): IdempotencyAttempt {
     const context = attemptContext(this.config.dataSource, runner.manager);
     const dialect = this.config.dialect as unknown as SqlOutboxDialect;
     // Built only by the rarer endings (a response to store, no record at all): an event handler's delivery needs
@@ -144,7 +171,7 @@ export class PostgresMessageClaim {
     const lit = (value: string | null) => (value === null ? 'NULL' : pgLiteral(client, value));
     const where = () => `WHERE ${q('id')} = ${/^\d+$/.test(id) ? id : lit(id)}`;
     const commitWith = async (sql: string) => {
-      await endPostgresTransaction(runner, client, sql);
+      await endPostgresTransaction(runner, client, sql, timeout);
       runAfterCommit(context);
     };
     return {
@@ -153,7 +180,7 @@ export class PostgresMessageClaim {
       commit: async (record: NewIdempotencyRecord) => {
         const { status, body, headers } = record;
         if (status === null && body === null && headers === null) {
-          await endPostgresTransaction(runner, client, 'COMMIT');
+          await endPostgresTransaction(runner, client, 'COMMIT', timeout);
           if (context.afterCommit.length > 0) runAfterCommit(context);
         } else if (prepared) {
           const status_ = status === null ? 'NULL' : String(Math.floor(status));
@@ -170,7 +197,7 @@ export class PostgresMessageClaim {
         return true;
       },
       commitWithoutRecord: () => commitWith(`DELETE FROM ${dialect.quoteTable(this.config.table)} ${where()}; COMMIT`),
-      rollback: () => endPostgresTransaction(runner, client, 'ROLLBACK'),
+      rollback: () => endPostgresTransaction(runner, client, 'ROLLBACK', timeout),
     };
   }
 }

@@ -15,6 +15,8 @@ import {
   StoredIdempotencyRecord,
   toStored,
 } from '../idempotency-store';
+import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../idempotency.options';
+import { connectWithin, IdempotencyWaitLimits } from './connection-wait';
 
 /** A lock taken before the transaction starts, and how to give it back. */
 export interface IdempotencyLock {
@@ -29,7 +31,7 @@ export interface IdempotencyLock {
  * An idempotency store written with TypeORM query runners and bound parameters: the MySQL/MariaDB and SQLite stores
  * extend it with their lock (`GET_LOCK(name, 0)`; the DataSource's turn) and their batched delete. The order is:
  * lock, begin, read the committed record (the snapshot starts after the lock), run the handler, insert the record,
- * commit, unlock.
+ * commit, unlock. The wait for the pooled connection is bounded by `connectionTimeout`.
  */
 export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
   protected readonly dialect: SqlOutboxDialect;
@@ -61,8 +63,14 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
     return this.dialect.quoteTable(this.config.table);
   }
 
-  async begin(scope: string, key: string, fingerprint: string): Promise<IdempotencyBegin> {
+  async begin(
+    scope: string,
+    key: string,
+    fingerprint: string,
+    limits: IdempotencyWaitLimits = DEFAULT_IDEMPOTENCY_OPTIONS,
+  ): Promise<IdempotencyBegin> {
     const runner = this.config.dataSource.createQueryRunner();
+    await connectWithin(runner, limits.connectionTimeout);
     let lock: IdempotencyLock | undefined;
     const finish = async () => {
       try {
