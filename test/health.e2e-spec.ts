@@ -69,6 +69,8 @@ for (const kind of kinds) {
           inFlight: 0,
           dead: 0,
           oldestPendingAgeMs: expect.any(Number),
+          broker: 'prompt',
+          database: 'ok',
         });
       });
 
@@ -107,7 +109,7 @@ for (const kind of kinds) {
         await ds.query('ALTER TABLE outbox_messages RENAME TO outbox_messages_away');
         try {
           const res = await request(app.getHttpServer()).get('/health').expect(503);
-          expect(res.body.error.outbox.status).toBe('down');
+          expect(res.body.error.outbox).toMatchObject({ status: 'down', database: 'failed' });
           expect(res.body.error.outbox.problems).toEqual([expect.stringMatching(/^stats query failed: /)]);
         } finally {
           await ds.query('ALTER TABLE outbox_messages_away RENAME TO outbox_messages');

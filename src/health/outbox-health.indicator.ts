@@ -5,6 +5,8 @@ import { OutboxConfigurationError } from '../errors';
 import { isDefaultDataSource } from '../outbox.constants';
 import { findOutboxes } from '../outbox/outbox-directory';
 import { OutboxService } from '../outbox/outbox.service';
+import { isDatabaseBusy } from '../idempotency/database-busy';
+import { isDatabaseUnavailable } from '../idempotency/database-unavailable';
 import { describeError } from '../util/describe-error';
 
 /** Limits past which the outbox reports itself `down`. A limit left out is reported but not checked. */
@@ -31,6 +33,21 @@ export interface OutboxHealthDetails extends OutboxStats {
   status: 'up' | 'down';
   /** Why the outbox is down: each exceeded limit, or the error of the stats query. */
   problems?: string[];
+  /**
+   * `slow` while this process's publisher waits for late broker confirms (`OutboxPublisher.brokerSlow`): messages
+   * still go out, more slowly; not a reason to be down (the lag limit is). `prompt` otherwise.
+   */
+  broker: 'prompt' | 'slow';
+  /**
+   * `saturated` when the stats query could not get a connection or a lock in time (pool or lock wait timeout): the
+   * database answers but is busy. The outbox stays `up` (restarting or unrouting a busy replica adds load) and
+   * reports the stats of its last successful check (zeros before the first), with the error in `saturation`.
+   * `unreachable` when the connection failed or was lost, `failed` when the query failed otherwise (a missing
+   * table, …): both `down`, with the error in `problems`. `ok` when it went through.
+   */
+  database: 'ok' | 'saturated' | 'unreachable' | 'failed';
+  /** What the busy database said (with `database: 'saturated'`). */
+  saturation?: string;
 }
 
 /**
@@ -59,6 +76,9 @@ export class OutboxHealthIndicator {
   @Optional()
   @Inject(DiscoveryService)
   private readonly discovery?: DiscoveryService;
+
+  /** Each outbox's stats at its last successful check, reported while its database is saturated. */
+  private readonly lastStats = new WeakMap<OutboxService, OutboxStats>();
 
   constructor(protected readonly outbox: OutboxService) {}
 
@@ -107,15 +127,24 @@ export class OutboxHealthIndicator {
   /** One outbox's stats against the limits. */
   private async report(outbox: OutboxService, thresholds: OutboxHealthThresholds): Promise<OutboxHealthDetails> {
     const limits = { ...DEFAULT_OUTBOX_HEALTH_THRESHOLDS, ...thresholds };
+    const broker = outbox.brokerSlow ? 'slow' : 'prompt';
     let stats: OutboxStats;
     try {
       stats = await outbox.stats();
+      this.lastStats.set(outbox, stats);
     } catch (error) {
       const empty: OutboxStats = { pending: 0, due: 0, inFlight: 0, dead: 0, oldestPendingAgeMs: 0 };
-      return { status: 'down', ...empty, problems: [`stats query failed: ${describeError(error)}`] };
+      if (isDatabaseBusy(error)) {
+        const last = this.lastStats.get(outbox) ?? empty;
+        return { status: 'up', ...last, broker, database: 'saturated', saturation: describeError(error) };
+      }
+      const problems = [`stats query failed: ${describeError(error)}`];
+      const database = isDatabaseUnavailable(error) ? 'unreachable' : 'failed';
+      return { status: 'down', ...empty, broker, database, problems };
     }
     const problems = this.problems(stats, limits);
-    const details: OutboxHealthDetails = { status: problems.length > 0 ? 'down' : 'up', ...stats };
+    const status = problems.length > 0 ? 'down' : 'up';
+    const details: OutboxHealthDetails = { status, ...stats, broker, database: 'ok' };
     if (problems.length > 0) details.problems = problems;
     return details;
   }

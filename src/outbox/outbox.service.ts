@@ -213,6 +213,14 @@ export class OutboxService {
     return runOnConnection(dataSource, (m) => dialect.stats(m, table));
   }
 
+  /**
+   * True while this process's publisher waits for late broker confirms (see `OutboxPublisher.brokerSlow`); read by
+   * the health indicator.
+   */
+  get brokerSlow(): boolean {
+    return this.publisher.brokerSlow;
+  }
+
   /** Runs publish passes now until nothing is due; resolves with the number of messages published. */
   flush(): Promise<number> {
     return this.publisher.flush();

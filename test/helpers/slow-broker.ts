@@ -4,7 +4,7 @@ import { AggregationTemporality, MeterProvider, MetricReader } from '@openteleme
 import type { Histogram } from '@opentelemetry/sdk-metrics';
 import { randomBytes } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import { OUTBOX_METRICS, OutboxMessage, OutboxPublisher, OutboxService } from '../../src';
+import { OUTBOX_METRICS, OutboxHealthIndicator, OutboxMessage, OutboxPublisher, OutboxService } from '../../src';
 import { createOutboxTestingModule } from '../fixtures/outbox-app';
 import type { TestDatabase } from './databases';
 import { waitFor } from './ports';
@@ -38,6 +38,8 @@ export interface SlowBrokerFigures {
   dead: number;
   /** True when `OutboxPublisher.brokerSlow` was seen true while the link was slow. */
   sawBrokerSlow: boolean;
+  /** True when the health indicator reported `broker: 'slow'` (and `up`) while the link was slow. */
+  healthSaidSlow: boolean;
   /** True when the `outbox.relay.broker.slow` gauge was collected as 1 while the link was slow. */
   gaugeSaidSlow: boolean;
   /** Publishes the confirm-latency histogram counted above `publishTimeout`. */
@@ -112,10 +114,14 @@ export async function runSlowBroker(s: SlowBrokerScenario): Promise<SlowBrokerFi
     }
     let sawBrokerSlow = false;
     let gaugeSaidSlow = false;
+    let healthSaidSlow = false;
+    const health = app.get(OutboxHealthIndicator);
     const total = ids.length;
     await waitFor(
       async () => {
         sawBrokerSlow ||= publisher.brokerSlow;
+        const { outbox: h } = await health.isHealthy('outbox');
+        healthSaidSlow ||= h.broker === 'slow' && h.status === 'up';
         gaugeSaidSlow ||= (await reader.points(OUTBOX_METRICS.brokerSlow)).some((p) => p.value === 1);
         const settled = await repo.count({ where: [{ status: 'sent' }, { status: 'dead' }] });
         return settled === total;
@@ -143,6 +149,7 @@ export async function runSlowBroker(s: SlowBrokerScenario): Promise<SlowBrokerFi
       dead: rows.filter((r) => r.status === 'dead').length,
       sawBrokerSlow,
       gaugeSaidSlow,
+      healthSaidSlow,
       lateConfirmsInHistogram,
       maxAttempts: Math.max(0, ...rows.map((r) => r.attempts)),
       elapsedMs,
