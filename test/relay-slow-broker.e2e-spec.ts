@@ -57,3 +57,30 @@ for (const c of CASES) {
     },
   );
 }
+
+describeWith(['postgres', 'rabbitmq'], 'Relay with a slow broker and a replica: confirms outlast the lease', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase('postgres');
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  it('keeps the lease while a confirm is late, so the replica never publishes a message again', async () => {
+    // Confirms take 3 s; a lease lasts 2 s unless extended. Were it not, the replica would claim and republish.
+    const figures = await runSlowBroker({
+      db,
+      transport: 'rmq',
+      events: 500,
+      publishTimeout: 1_000,
+      leaseDuration: 2_000,
+      delayMs: 1_500,
+      replica: true,
+      logger: new CapturingLogger(),
+    });
+    console.log(`slow broker with a replica: ${JSON.stringify(figures)}`);
+    expect(figures).toMatchObject({ lost: 0, dead: 0, sent: figures.events, maxAttempts: 1 });
+    expect(figures.duplicates).toBe(0);
+  }, 180_000);
+});

@@ -23,6 +23,13 @@ export interface SlowBrokerScenario {
   publishTimeout: number;
   /** Delay the proxy adds to every chunk, each way (ms): a confirm takes about twice this. */
   delayMs: number;
+  /** `publisher.leaseDuration` (ms). @default 2 × publishTimeout + 1 s */
+  leaseDuration?: number;
+  /**
+   * A second app on the same database and broker, started after the first (a replica whose publisher would take
+   * rows over were their leases let expire). @default false
+   */
+  replica?: boolean;
   logger: LoggerService;
 }
 
@@ -64,6 +71,7 @@ export async function runSlowBroker(s: SlowBrokerScenario): Promise<SlowBrokerFi
   const name = `outbox-slow-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
   const consumer = s.transport === 'rmq' ? await RawRmqConsumer.start(name) : await RawMqttConsumer.start(name);
   let app: INestApplication | undefined;
+  let replica: INestApplication | undefined;
   try {
     const client =
       s.transport === 'rmq'
@@ -79,22 +87,27 @@ export async function runSlowBroker(s: SlowBrokerScenario): Promise<SlowBrokerFi
             transport: Transport.MQTT,
             options: { url: `mqtt://127.0.0.1:${proxy.port}`, protocolVersion: 5 as const },
           };
-    const moduleRef = await createOutboxTestingModule({
-      db: s.db,
-      client: client as never,
-      outbox: {
-        publisher: {
-          pollingInterval: 100,
-          publishTimeout: s.publishTimeout,
-          leaseDuration: s.publishTimeout * 2 + 1_000,
+    const start = async (metrics: boolean) => {
+      const moduleRef = await createOutboxTestingModule({
+        db: s.db,
+        client: client as never,
+        outbox: {
+          publisher: {
+            pollingInterval: 100,
+            publishTimeout: s.publishTimeout,
+            leaseDuration: s.leaseDuration ?? s.publishTimeout * 2 + 1_000,
+          },
+          retry: { initialDelay: 100, maxDelay: 1_000, maxAttempts: 3 },
+          cleanup: { enabled: false },
+          metrics: metrics ? { meterProvider } : { enabled: false },
         },
-        retry: { initialDelay: 100, maxDelay: 1_000, maxAttempts: 3 },
-        cleanup: { enabled: false },
-        metrics: { meterProvider },
-      },
-    });
-    app = moduleRef.createNestApplication({ logger: s.logger });
-    await app.init();
+      });
+      const started = moduleRef.createNestApplication({ logger: s.logger });
+      await started.init();
+      return started;
+    };
+    app = await start(true);
+    if (s.replica) replica = await start(false);
     const outbox = app.get(OutboxService);
     const publisher = app.get(OutboxPublisher);
     const ds = app.get(DataSource);
@@ -155,6 +168,7 @@ export async function runSlowBroker(s: SlowBrokerScenario): Promise<SlowBrokerFi
       elapsedMs,
     };
   } finally {
+    await replica?.close();
     await app?.close();
     await proxy.stop();
     await consumer.stop();
