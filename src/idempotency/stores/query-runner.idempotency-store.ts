@@ -31,7 +31,8 @@ export interface IdempotencyLock {
  * An idempotency store written with TypeORM query runners and bound parameters: the MySQL/MariaDB and SQLite stores
  * extend it with their lock (`GET_LOCK(name, 0)`; the DataSource's turn) and their batched delete. The order is:
  * lock, begin, read the committed record (the snapshot starts after the lock), run the handler, insert the record,
- * commit, unlock. The wait for the pooled connection is bounded by `connectionTimeout`.
+ * commit, unlock. The wait for the pooled connection is bounded by `connectionTimeout`, and the lock waits of the
+ * record's read and write by `lockTimeout` where the database can bound one statement (`bounded()`).
  */
 export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
   protected readonly dialect: SqlOutboxDialect;
@@ -59,6 +60,14 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
   /** SQL that deletes up to `limit` expired records. */
   protected abstract deleteExpiredSql(limit: number): string;
 
+  /**
+   * One of the library's statements on the record, its lock waits bounded by `lockTimeout` (MySQL/MariaDB);
+   * unchanged by default (SQLite: nothing to wait for but the DataSource's turn).
+   */
+  protected async bounded(_manager: EntityManager, sql: string, _limits: IdempotencyWaitLimits): Promise<string> {
+    return sql;
+  }
+
   protected get quotedTable(): string {
     return this.dialect.quoteTable(this.config.table);
   }
@@ -82,18 +91,18 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
     try {
       lock = await this.lock(runner, scope, key, fingerprint);
       if (!lock.locked) {
-        const { record } = await this.select(runner, scope, key);
+        const { record } = await this.select(runner, scope, key, limits);
         await finish();
         return record ? { kind: 'stored', record } : { kind: 'in-flight', sameRequest: lock.sameRequest };
       }
       await runner.startTransaction();
-      const { record, expired } = await this.select(runner, scope, key);
+      const { record, expired } = await this.select(runner, scope, key, limits);
       if (record) {
         await runner.rollbackTransaction();
         await finish();
         return { kind: 'stored', record };
       }
-      return { kind: 'acquired', attempt: this.attempt(runner, scope, key, expired, finish) };
+      return { kind: 'acquired', attempt: this.attempt(runner, scope, key, expired, finish, limits) };
     } catch (error) {
       if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
       await finish();
@@ -121,31 +130,50 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
     }
   }
 
-  async insertIn(
+  insertIn(
     manager: EntityManager,
     scope: string,
     key: string,
     record: NewIdempotencyRecord,
     replaceExpired: boolean,
   ): Promise<void> {
+    return this.insertRecord(manager, scope, key, record, replaceExpired, DEFAULT_IDEMPOTENCY_OPTIONS);
+  }
+
+  protected async insertRecord(
+    manager: EntityManager,
+    scope: string,
+    key: string,
+    record: NewIdempotencyRecord,
+    replaceExpired: boolean,
+    limits: IdempotencyWaitLimits,
+  ): Promise<void> {
     const q = (c: string) => this.dialect.quote(c);
     if (replaceExpired) {
       await this.dialect.execute(
         manager,
-        `DELETE FROM ${this.quotedTable} WHERE ${q('scope')} = ? AND ${q('idempotency_key')} = ?`,
+        await this.bounded(
+          manager,
+          `DELETE FROM ${this.quotedTable} WHERE ${q('scope')} = ? AND ${q('idempotency_key')} = ?`,
+          limits,
+        ),
         [scope, key],
       );
     }
     const now = this.dialect.nowMs;
     await this.dialect.execute(
       manager,
-      `
+      await this.bounded(
+        manager,
+        `
         INSERT INTO ${this.quotedTable} (
           ${q('scope')}, ${q('idempotency_key')}, ${q('fingerprint')}, ${q('response_status')},
           ${q('response_body')}, ${q('response_headers')}, ${q('created_at')}, ${q('expires_at')}
         )
         SELECT ?, ?, ?, ?, ?, ?, n.ms, n.ms + ?
         FROM (SELECT ${now} AS ms) AS n`,
+        limits,
+      ),
       [scope, key, record.fingerprint, record.status, record.body, record.headers, Math.floor(record.ttl)],
     );
   }
@@ -168,17 +196,22 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
     });
   }
 
-  protected async select(runner: QueryRunner, scope: string, key: string) {
+  protected async select(
+    runner: QueryRunner,
+    scope: string,
+    key: string,
+    limits: IdempotencyWaitLimits = DEFAULT_IDEMPOTENCY_OPTIONS,
+  ) {
     const q = (c: string) => this.dialect.quote(c);
-    const { records } = await this.dialect.execute(
-      runner.manager,
-      `
+    const sql = `
         SELECT ${RECORD_COLUMNS.map(q).join(', ')},
           CASE WHEN ${q('expires_at')} <= ${this.dialect.nowMs} THEN 1 ELSE 0 END AS ${q('expired')}
         FROM ${this.quotedTable}
-        WHERE ${q('scope')} = ? AND ${q('idempotency_key')} = ?`,
-      [scope, key],
-    );
+        WHERE ${q('scope')} = ? AND ${q('idempotency_key')} = ?`;
+    const { records } = await this.dialect.execute(runner.manager, await this.bounded(runner.manager, sql, limits), [
+      scope,
+      key,
+    ]);
     return toStored(records[0]);
   }
 
@@ -188,6 +221,7 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
     key: string,
     expired: boolean,
     finish: () => Promise<void>,
+    limits: IdempotencyWaitLimits,
   ): IdempotencyAttempt {
     const context = attemptContext(this.config.dataSource, runner.manager);
     const abort = async () => {
@@ -202,7 +236,7 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
       run: (work) => runInTransactionContext(context, work),
       commit: async (record: NewIdempotencyRecord) => {
         try {
-          await this.insertIn(runner.manager, scope, key, record, expired);
+          await this.insertRecord(runner.manager, scope, key, record, expired, limits);
           await runner.commitTransaction();
         } catch (error) {
           await abort().catch(() => undefined);
