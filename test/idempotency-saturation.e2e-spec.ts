@@ -2,6 +2,8 @@ import { Body, Controller, INestApplication, Post } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { IdempotencyRecord, Idempotent, OutboxModuleOptions, OutboxService } from '../src';
 import { IdempotencyService } from '../src/idempotency/idempotency.service';
+import { OutboxDatabase } from '../src/dialects/outbox-database';
+import { CLAIM_LOCK_TIMEOUT_MS } from '../src/dialects/postgres/postgres.dialect';
 import { listenHttpApp } from './fixtures/http-app';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
@@ -292,6 +294,44 @@ for (const { kind, title, driver } of saturated) {
           } finally {
             await first.attempt.rollback();
           }
+        });
+
+        it(`the relay's claim waits for a table lock at most ${CLAIM_LOCK_TIMEOUT_MS} ms, then fails (the relay polls again)`, async () => {
+          const { dialect, table, dataSource } = app.get(OutboxDatabase);
+          const locker = dataSource.createQueryRunner();
+          await locker.connect();
+          try {
+            await locker.startTransaction();
+            await locker.query(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`);
+            const started = performance.now();
+            const claim = { table, owner: 'saturation-test', limit: 10, leaseMs: 30_000 };
+            const error = await dialect.claim(dataSource.manager, claim).catch((e: unknown) => e);
+            expect(error).toMatchObject({ code: '55P03' });
+            expect(performance.now() - started).toBeLessThanOrEqual(CLAIM_LOCK_TIMEOUT_MS + SLACK);
+          } finally {
+            await locker.rollbackTransaction();
+            await locker.release();
+          }
+          expect(
+            await dialect.claim(dataSource.manager, { table, owner: 'saturation-test', limit: 10, leaseMs: 30_000 }),
+          ).toEqual([]);
+        });
+      } else if (kind === 'mariadb') {
+        it('a table lock the key must wait for ends after lockTimeout (rounded up to whole seconds): 503 database-busy', async () => {
+          const ds = app.get(DataSource);
+          const table = ds.getMetadata(IdempotencyRecord).tablePath;
+          const locker = ds.createQueryRunner();
+          await locker.connect();
+          try {
+            await locker.query(`LOCK TABLES \`${table}\` WRITE`);
+            const answer = await post(url, '/orders', 'locked', `${unique}-locked`);
+            expect(answer).toMatchObject({ status: 503, code: 'database-busy', retryAfter: '1' });
+            expect(answer.ms).toBeLessThanOrEqual(Math.ceil(LIMITS.lockTimeout / 1000) * 1000 + SLACK);
+          } finally {
+            await locker.query('UNLOCK TABLES');
+            await locker.release();
+          }
+          expect((await post(url, '/orders', 'locked', `${unique}-locked`)).status).toBe(201);
         });
       }
     },

@@ -21,6 +21,11 @@ export interface ExecuteOptions {
   relay?: boolean;
   /** A stable name for a statement whose text never changes, so the database may keep it prepared. */
   name?: string;
+  /**
+   * Milliseconds the statement may wait for a lock (a DDL on the table) before it fails (PostgreSQL `55P03`): a
+   * relay statement on PostgreSQL then runs in a transaction of its own with `SET LOCAL lock_timeout`. None by default.
+   */
+  lockTimeout?: number;
 }
 
 /** Result of a statement: the rows it returned and the number of rows it changed. */

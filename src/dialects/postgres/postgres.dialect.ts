@@ -11,6 +11,12 @@ import { SerialQueue } from '../../util/serial-queue';
  */
 const RELAY_POOL_SIZE = 5;
 
+/**
+ * Milliseconds the claim waits for a lock before it fails and the relay tries again at its next poll. `SKIP LOCKED`
+ * never waits for a row; this bounds the wait for a table lock (a migration's `ALTER TABLE`, `VACUUM FULL`).
+ */
+export const CLAIM_LOCK_TIMEOUT_MS = 2000;
+
 import { OUTBOX_ADVISORY_LOCK_CLASS } from '../../scheduling/outbox-resource-names';
 
 export { OUTBOX_ADVISORY_LOCK_CLASS };
@@ -69,7 +75,9 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
             }
           : { text: sql, values: params };
         try {
-          const result = await pool.query(query);
+          const result = options.lockTimeout
+            ? await this.withLockTimeout(pool, query, options.lockTimeout)
+            : await pool.query(query);
           return { records: result.rows ?? [], affected: Number(result.rowCount ?? 0) };
         } catch (error) {
           // PgBouncer refuses the `options` startup parameter: use TypeORM's connections from now on.
@@ -85,6 +93,23 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
     let queue = this.runnerQueues.get(runner);
     if (!queue) this.runnerQueues.set(runner, (queue = new SerialQueue()));
     return queue.run(() => super.execute(manager, sql, params, options));
+  }
+
+  /** `query` in a transaction of its own whose lock waits end after `ms` (`SET LOCAL lock_timeout`). */
+  private async withLockTimeout(pool: any, query: object, ms: number): Promise<any> {
+    const client = await pool.connect();
+    let broken: unknown;
+    try {
+      await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.floor(ms))}`);
+      const result = await client.query(query);
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      await client.query('ROLLBACK').catch((lost: unknown) => (broken = lost));
+      throw error;
+    } finally {
+      client.release(broken); // a connection that cannot even roll back is discarded
+    }
   }
 
   private relayPool(dataSource: DataSource): any {
@@ -181,7 +206,7 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
        WHERE m.${q('seq')} = ok.${q('seq')}
        RETURNING ${this.claimedColumns.map((c) => `m.${q(c)}`).join(', ')}, ${this.claimedAge('m')}`,
       [owner, limit, leaseMs],
-      { relay: true, name: 'claim' },
+      { relay: true, name: 'claim', lockTimeout: CLAIM_LOCK_TIMEOUT_MS },
     );
     return records.map((r) => this.toClaimed(r)).sort((a, b) => Number(BigInt(a.seq) - BigInt(b.seq)));
   }
