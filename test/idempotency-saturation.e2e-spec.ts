@@ -3,7 +3,7 @@ import { DataSource } from 'typeorm';
 import { IdempotencyRecord, Idempotent, OutboxModuleOptions, OutboxService } from '../src';
 import { IdempotencyService } from '../src/idempotency/idempotency.service';
 import { OutboxDatabase } from '../src/dialects/outbox-database';
-import { CLAIM_LOCK_TIMEOUT_MS } from '../src/dialects/postgres/postgres.dialect';
+import { CLAIM_LOCK_TIMEOUT_MS } from '../src/dialects/sql-dialect.core';
 import { listenHttpApp } from './fixtures/http-app';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
@@ -317,6 +317,24 @@ for (const { kind, title, driver } of saturated) {
           ).toEqual([]);
         });
       } else if (kind === 'mariadb') {
+        it(`the relay's claim waits for a table lock at most ${CLAIM_LOCK_TIMEOUT_MS} ms, then fails (the relay polls again)`, async () => {
+          const { dialect, table, dataSource } = app.get(OutboxDatabase);
+          const locker = dataSource.createQueryRunner();
+          await locker.connect();
+          const claim = { table, owner: 'saturation-test', limit: 10, leaseMs: 30_000 };
+          try {
+            await locker.query(`LOCK TABLES \`${table}\` WRITE`);
+            const started = performance.now();
+            const error = await dialect.claim(dataSource.manager, claim).catch((e: unknown) => e);
+            expect(error).toMatchObject({ driverError: { errno: 1205 } });
+            expect(performance.now() - started).toBeLessThanOrEqual(CLAIM_LOCK_TIMEOUT_MS + SLACK);
+          } finally {
+            await locker.query('UNLOCK TABLES');
+            await locker.release();
+          }
+          expect(await dialect.claim(dataSource.manager, claim)).toEqual([]);
+        });
+
         it('a table lock the key must wait for ends after lockTimeout (rounded up to whole seconds): 503 database-busy', async () => {
           const ds = app.get(DataSource);
           const table = ds.getMetadata(IdempotencyRecord).tablePath;

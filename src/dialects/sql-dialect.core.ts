@@ -48,6 +48,13 @@ export function checkedMs(ms: number): string {
   return String(ms);
 }
 
+/**
+ * Milliseconds the relay's claim waits for a lock before it fails and the relay claims again at its next poll.
+ * `SKIP LOCKED` never waits for a row; this bounds the wait for a table lock (a migration's `ALTER TABLE`,
+ * `VACUUM FULL`, `LOCK TABLE`). MySQL/MariaDB count it in whole seconds.
+ */
+export const CLAIM_LOCK_TIMEOUT_MS = 2000;
+
 /** Most rows one multi-row INSERT of attempt history carries. */
 export const INSERT_CHUNK = 500;
 

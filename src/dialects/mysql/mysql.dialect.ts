@@ -12,6 +12,8 @@ import type {
 } from '../outbox-dialect';
 import { describeError } from '../../util/describe-error';
 import { checkedSeq, SqlOutboxDialect } from '../sql-dialect.base';
+import { CLAIM_LOCK_TIMEOUT_MS } from '../sql-dialect.core';
+import { withLockWait } from './mysql-lock-wait';
 
 /** Bytes a MySQL/MariaDB `TEXT` column holds (the outbox's `payload` and `headers`). */
 export const MYSQL_TEXT_MAX_BYTES = 65_535;
@@ -175,16 +177,15 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
     const inTx = (work: (tx: EntityManager) => Promise<ClaimedOutboxRow[]>) =>
       manager.queryRunner?.isTransactionActive ? work(manager) : manager.transaction('READ COMMITTED', work);
     return inTx(async (tx) => {
-      const { records } = await this.execute(
-        tx,
-        `
+      // SKIP LOCKED never waits for a row; a table lock (a DDL) is waited for at most CLAIM_LOCK_TIMEOUT_MS.
+      const select = `
           SELECT ${this.claimedColumns.map((c) => `m.${q(c)}`).join(', ')}, ${this.claimedAge('m')}
           FROM ${this.quoteTable(table)} m
           WHERE ${this.claimableWhere(table)}
           ORDER BY m.${q('seq')}
           LIMIT ${Math.floor(limit)}
-          FOR UPDATE SKIP LOCKED`,
-      );
+          FOR UPDATE SKIP LOCKED`;
+      const { records } = await this.execute(tx, await withLockWait(this, tx, select, CLAIM_LOCK_TIMEOUT_MS));
       if (records.length === 0) return [];
       const locked = records.map((r) => this.toClaimed(r));
       const keep = await this.keepKeyPrefixes(tx, table, locked);

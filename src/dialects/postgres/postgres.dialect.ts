@@ -3,6 +3,7 @@ import type { DataSource, EntityManager } from 'typeorm';
 import type { ClaimedOutboxRow, ClaimRequest } from '../outbox-dialect';
 import { pgConnectionConfig, pgModule } from './postgres.connection';
 import { ExecuteOptions, SqlOutboxDialect, StatementResult } from '../sql-dialect.base';
+import { CLAIM_LOCK_TIMEOUT_MS } from '../sql-dialect.core';
 import { SerialQueue } from '../../util/serial-queue';
 
 /**
@@ -10,12 +11,6 @@ import { SerialQueue } from '../../util/serial-queue';
  * writes.
  */
 const RELAY_POOL_SIZE = 5;
-
-/**
- * Milliseconds the claim waits for a lock before it fails and the relay tries again at its next poll. `SKIP LOCKED`
- * never waits for a row; this bounds the wait for a table lock (a migration's `ALTER TABLE`, `VACUUM FULL`).
- */
-export const CLAIM_LOCK_TIMEOUT_MS = 2000;
 
 import { OUTBOX_ADVISORY_LOCK_CLASS } from '../../scheduling/outbox-resource-names';
 

@@ -2,6 +2,7 @@ import type { EntityManager, QueryRunner } from 'typeorm';
 import { IdempotencyLock, QueryRunnerIdempotencyStore } from './query-runner.idempotency-store';
 import { lockDigest } from '../idempotency-store';
 import type { IdempotencyWaitLimits } from './connection-wait';
+import { withLockWait } from '../../dialects/mysql/mysql-lock-wait';
 
 /**
  * MySQL 8 / MariaDB: a second INSERT of an uncommitted key would wait for the first transaction (up to
@@ -11,26 +12,12 @@ import type { IdempotencyWaitLimits } from './connection-wait';
  * server-wide: the name hashes database, table, scope and key (64 characters at most). A second lock, on the
  * request's fingerprint too, tells a loser whether the request in flight is its own (409) or another one (422).
  *
- * The record's read and write wait for locks at most `lockTimeout` (in whole seconds, rounded up: the servers count
- * lock waits in seconds), set for that statement only: on MariaDB `SET STATEMENT innodb_lock_wait_timeout = n,
- * lock_wait_timeout = n FOR …` (row and metadata locks); on MySQL the `SET_VAR(lock_wait_timeout = n)` hint, which
- * bounds metadata locks (a DDL on the table) — MySQL cannot set `innodb_lock_wait_timeout` per statement, and the
- * named lock keeps the record's row uncontended.
+ * The record's read and write wait for locks at most `lockTimeout` (whole seconds, set for that statement only:
+ * `withLockWait`); on MySQL that bounds metadata locks only, and the named lock keeps the record's row uncontended.
  */
 export class MysqlIdempotencyStore extends QueryRunnerIdempotencyStore {
-  /** Whether the server is MariaDB, asked once (`SELECT VERSION()`). */
-  private mariadb?: Promise<boolean>;
-
-  protected async bounded(manager: EntityManager, sql: string, limits: IdempotencyWaitLimits): Promise<string> {
-    const seconds = Math.max(1, Math.ceil(limits.lockTimeout / 1000));
-    this.mariadb ??= this.dialect
-      .execute(manager, 'SELECT VERSION() AS `version`')
-      .then(({ records }) => /mariadb/i.test(String(records[0]?.version)));
-    this.mariadb.catch(() => (this.mariadb = undefined)); // asked again next time
-    if (await this.mariadb) {
-      return `SET STATEMENT innodb_lock_wait_timeout = ${seconds}, lock_wait_timeout = ${seconds} FOR ${sql.trim()}`;
-    }
-    return sql.replace(/^\s*(SELECT|INSERT|DELETE)\b/i, `$1 /*+ SET_VAR(lock_wait_timeout = ${seconds}) */`);
+  protected bounded(manager: EntityManager, sql: string, limits: IdempotencyWaitLimits): Promise<string> {
+    return withLockWait(this.dialect, manager, sql, limits.lockTimeout);
   }
 
   /**
