@@ -12,14 +12,16 @@ export interface ConfirmWait {
   connected(): boolean | undefined;
   /** Called once, when the confirm is late and the client is still connected: the wait goes on. */
   late(): void;
+  /** True once the publisher is stopping: a late confirm is then no longer waited for (shutdown stays bounded). */
+  stopping(): boolean;
 }
 
 /**
  * Sends one record and resolves once the transport confirmed it (`dispatchEvent()`). A confirm that has not come
  * within `publishTimeout` is late, not failed: while the client stays connected the publish may still be confirmed,
  * so the wait goes on (`late()` is told once) — republishing it now would deliver the message twice. The wait ends
- * in `OutboxPublishTimeoutError` (an unknown outcome) only when the client reports itself disconnected at one of
- * the checks made every `publishTimeout`, or after `maxConfirmWait` in all.
+ * in `OutboxPublishTimeoutError` (an unknown outcome) only when, at one of the checks made every `publishTimeout`,
+ * the client reports itself disconnected or the publisher is stopping, or after `maxConfirmWait` in all.
  */
 export async function dispatchConfirmed(
   client: ClientProxy,
@@ -42,6 +44,12 @@ export async function dispatchConfirmed(
         throw new OutboxPublishTimeoutError(
           `No confirmation within ${elapsed} ms and the client is disconnected (outcome unknown; retried once the ` +
             'broker is back, without counting the attempt)',
+        );
+      }
+      if (wait.stopping()) {
+        throw new OutboxPublishTimeoutError(
+          `No confirmation within ${elapsed} ms and the publisher is stopping (outcome unknown; retried by the next ` +
+            'publisher without counting the attempt)',
         );
       }
       if (elapsed >= wait.maxConfirmWait) {

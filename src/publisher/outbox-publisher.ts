@@ -84,7 +84,14 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   ) {
     this.logger = new Logger(outboxLogContext('OutboxPublisher', database.name));
     this.emitter = new PublisherEventEmitter(this.events, this.logger, database.name);
-    this.delivery = new RowDelivery(moduleRef, options, handlers, idempotency, (row) => this.confirmLate(row));
+    this.delivery = new RowDelivery(
+      moduleRef,
+      options,
+      handlers,
+      idempotency,
+      (row) => this.confirmLate(row),
+      () => this.loop.stopped,
+    );
     this.failures = new PublishFailureLog(this.logger, (event, payload) => this.emitEvent(event, payload));
     this.pace = new BrokerPace(options.publisher.batchSize, (report) => this.reportPace(report));
     const pace = this.pace;

@@ -60,6 +60,8 @@ export class RowDelivery {
     private readonly idempotency?: IdempotencyService,
     /** Told when a row's broker confirm is late on a connected client (the publisher keeps the lease, slows down). */
     private readonly confirmLate: (row: ClaimedOutboxRow) => void = () => undefined,
+    /** True once the publisher is stopping (a late confirm is then no longer waited for). */
+    private readonly stopping: () => boolean = () => false,
   ) {
     this.brokers = new BrokerDestinations(moduleRef, options);
     this.inFlight = new InFlightGiveBacks(IN_FLIGHT_GRACE_LEASES * options.publisher.leaseDuration);
@@ -256,6 +258,7 @@ export class RowDelivery {
         maxConfirmWait,
         connected: () => broker.client.connected,
         late: () => this.confirmLate(row),
+        stopping: this.stopping,
       });
     } catch (error) {
       span?.fail(error);
