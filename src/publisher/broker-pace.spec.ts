@@ -3,7 +3,7 @@ import { BrokerPace, BrokerPaceReport } from './broker-pace';
 describe('BrokerPace', () => {
   it('halves the batch per batch with a late confirm (to a sixteenth at least) and doubles it back, reporting once each way', () => {
     const reports: BrokerPaceReport[] = [];
-    const pace = new BrokerPace(500, (r) => reports.push(r));
+    const pace = new BrokerPace({ batchSize: 500, publishTimeout: 10, maxConfirmWait: 100 }, (r) => reports.push(r));
     expect(pace.slow).toBe(false);
     pace.confirmLate();
     pace.confirmLate();
@@ -30,7 +30,7 @@ describe('BrokerPace', () => {
   });
 
   it('keeps a batch of 1 at 1', () => {
-    const pace = new BrokerPace(1, () => undefined);
+    const pace = new BrokerPace({ batchSize: 1, publishTimeout: 10, maxConfirmWait: 100 }, () => undefined);
     pace.confirmLate();
     pace.batchDone(true, 1);
     expect(pace.batchSize).toBe(1);

@@ -1,3 +1,6 @@
+import type { LoggerService } from '@nestjs/common';
+import type { ResolvedOutboxOptions } from '../outbox.options';
+
 /** What the publisher says when its broker's confirms become late, and when they are prompt again. */
 export interface BrokerPaceReport {
   slow: boolean;
@@ -11,17 +14,22 @@ export interface BrokerPaceReport {
  * The relay's pace while the broker confirms late (past `publishTimeout`, on a connected client): each batch that
  * had a late confirm halves the rows the next claims take (down to a sixteenth of `batchSize`), each batch without
  * one doubles them back. An episode starts with the first late confirm and ends when the size is back to
- * `batchSize`; `report` hears of each start and end once.
+ * `batchSize`; each start is logged once as a warning, each end as one line (or told to `report`, in tests).
  */
 export class BrokerPace {
   private size: number;
   private since?: number;
 
+  private readonly fullSize: number;
+  private readonly report: (report: BrokerPaceReport) => void;
+
   constructor(
-    private readonly fullSize: number,
-    private readonly report: (report: BrokerPaceReport) => void,
+    publisher: Pick<ResolvedOutboxOptions['publisher'], 'batchSize' | 'publishTimeout' | 'maxConfirmWait'>,
+    logger: Pick<LoggerService, 'warn' | 'log'> | ((report: BrokerPaceReport) => void),
   ) {
-    this.size = fullSize;
+    this.fullSize = publisher.batchSize;
+    this.size = this.fullSize;
+    this.report = typeof logger === 'function' ? logger : (report) => logPace(logger, publisher, report);
   }
 
   /** Rows the next claim takes. */
@@ -57,5 +65,25 @@ export class BrokerPace {
 
   private smaller(): number {
     return Math.max(Math.ceil(this.fullSize / 16), Math.floor(this.size / 2), 1);
+  }
+}
+
+/** One warning when confirms become late, one line when they are prompt again. */
+function logPace(
+  logger: Pick<LoggerService, 'warn' | 'log'>,
+  { publishTimeout, maxConfirmWait }: Pick<ResolvedOutboxOptions['publisher'], 'publishTimeout' | 'maxConfirmWait'>,
+  { slow, batchSize, durationMs }: BrokerPaceReport,
+): void {
+  if (slow) {
+    logger.warn(
+      `The broker confirms late: a publish has waited more than publisher.publishTimeout (${publishTimeout} ms) ` +
+        'for its confirm while the client is connected. Waiting for the confirms (up to publisher.maxConfirmWait, ' +
+        `${maxConfirmWait} ms; a late confirm still marks the message sent and spends no attempt), extending the ` +
+        `leases of the batches waiting, and claiming at most ${batchSize} rows per batch until confirms are prompt ` +
+        'again. If the broker is this slow normally, raise publisher.publishTimeout.',
+    );
+  } else {
+    const seconds = Math.round((durationMs ?? 0) / 1000);
+    logger.log(`The broker confirms promptly again after ${seconds} s: batches of ${batchSize} rows.`);
   }
 }

@@ -1,30 +1,26 @@
 import type { ClaimedOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
-import { resolveOutboxOptions } from '../outbox.options-validation';
-import { OutboxPublisher } from './outbox-publisher';
+import { PublishFailureLog } from './failure-log';
 
-/** The publisher's failure reporting alone, with a logger that records lines by level. */
-class ReportOnly extends OutboxPublisher {
+/** A failure log with a logger that records lines by level, and the events it sends. */
+class ReportOnly {
   readonly lines: Array<{ level: string; message: string }> = [];
   readonly seen: string[] = [];
+  private readonly log: PublishFailureLog;
 
   constructor() {
-    super(resolveOutboxOptions({ client: 'BROKER' }), {} as never, {} as never);
     const record = (level: string) => (message: string) => this.lines.push({ level, message });
-    Object.assign(this.logger, {
-      warn: record('warn'),
-      error: record('error'),
-      log: record('log'),
-      debug: record('debug'),
+    const logger = { warn: record('warn'), error: record('error'), log: record('log'), debug: record('debug') };
+    this.log = new PublishFailureLog(logger, (event, payload) => {
+      if (event === 'retry' || event === 'dead')
+        this.seen.push(`${event} ${(payload as unknown as { messageId: string }).messageId}`);
     });
-    this.on('retry', (e) => this.seen.push(`retry ${e.messageId}`));
-    this.on('dead', (e) => this.seen.push(`dead ${e.messageId}`));
   }
 
-  /** Reports one completed batch the way complete() does. */
+  /** Reports one completed batch the way the publisher's complete() does. */
   batch(sent: number, failures: Array<{ id: string; error: string; dead?: boolean }>) {
     const rows = failures.map(({ id, error, dead }) => ({ row: row(id), failure: failure(id, error, dead) }));
-    for (const { row: r, failure: f } of rows) this.reportPublishFailure(r, f);
-    this.reportBatchFailures({
+    for (const { row: r, failure: f } of rows) this.log.messageFailed(r, f);
+    this.log.batchCompleted({
       sent: Array.from({ length: sent }, (_, i) => row(`ok${i}`)),
       failures: rows,
       unstarted: [],
@@ -55,7 +51,7 @@ const failure = (id: string, error: string, dead = false): OutboxFailure => ({
 const outage = (n: number, error = 'Error: Connection closed') =>
   Array.from({ length: n }, (_, i) => ({ id: `m${i}`, error }));
 
-describe('OutboxPublisher failure log', () => {
+describe('PublishFailureLog', () => {
   beforeEach(() => jest.useFakeTimers({ now: 1_000_000 }));
   afterEach(() => jest.useRealTimers());
 

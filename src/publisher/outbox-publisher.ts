@@ -4,7 +4,7 @@ import type { ClientProxy } from '@nestjs/microservices';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import type { ClaimedOutboxRow, NewOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
+import type { ClaimedOutboxRow, NewOutboxRow } from '../dialects/outbox-dialect';
 import { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxWakeup, resolveWakeup } from '../dialects/resolve-wakeup';
 import { OutboxConfigurationError } from '../errors';
@@ -18,7 +18,7 @@ import { outsideTransactionContext } from '../transaction/transaction-context';
 import { runOnConnection } from '../transaction/transaction-runner';
 import { SerialQueue } from '../util/serial-queue';
 import { BatchLease } from './batch-lease';
-import { BrokerPace, BrokerPaceReport } from './broker-pace';
+import { BrokerPace } from './broker-pace';
 import { PublishFailureLog } from './failure-log';
 import {
   BatchOutcome,
@@ -31,7 +31,6 @@ import {
   writeOutcome,
 } from './publish-pass';
 import { publishBatchRows } from './publish-batch';
-import { PublisherClient } from './publisher-client';
 import { RowDelivery } from './destinations/row-delivery';
 import { PublisherEventEmitter } from './publisher-event-emitter';
 import { PublisherLoop } from './publisher-loop';
@@ -39,14 +38,15 @@ import { PublisherLoop } from './publisher-loop';
 /**
  * Relays due outbox rows to the broker. Each pass claims a batch (an exclusive claim under row locks, with a lease
  * computed on the database clock and a per-pass owner token), publishes it concurrently — a key's rows one after
- * another, in order, different keys and unkeyed rows in parallel — waits for every confirmation (bounded by
- * `publishTimeout`), then marks the batch in one statement per outcome, fenced by the owner token: failures are
+ * another, in order, different keys and unkeyed rows in parallel — waits for every confirmation (a late one too,
+ * while the client stays connected: `confirm-wait.ts`, the lease kept by `batch-lease.ts`, smaller batches by
+ * `broker-pace.ts`), then marks the batch in one statement per outcome, fenced by the owner token: failures are
  * rescheduled with backoff or marked dead; rows not started are released.
  *
  * The loop is registered in `SchedulerRegistry` (when `ScheduleModule.forRoot()` is imported) under
  * `nestjs-outbox:publisher`; it runs one claim at a time and keeps up to `maxBatchesInFlight` claimed batches
  * awaiting confirmations (claimed rows stay exclusive, so order and exclusivity hold). Commits wake it at once; on
- * PostgreSQL other replicas are woken by LISTEN/NOTIFY. Steps are `protected` so they can be overridden.
+ * PostgreSQL other replicas are woken by LISTEN/NOTIFY. The steps of a pass are `protected`.
  *
  * This class strings the parts together; each lives in its own file: the loop (`publisher-loop.ts`), the steps of
  * a pass (`publish-pass.ts`, a batch's publishing in `publish-batch.ts`), a row's destinations
@@ -93,14 +93,14 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
       () => this.loop.stopped,
     );
     this.failures = new PublishFailureLog(this.logger, (event, payload) => this.emitEvent(event, payload));
-    this.pace = new BrokerPace(options.publisher.batchSize, (report) => this.reportPace(report));
+    this.pace = new BrokerPace(options.publisher, this.logger);
     const pace = this.pace;
     this.loop = new PublisherLoop(
       {
         claim: () => this.claimBatch(),
         settle: (batch) => this.settle(batch),
         claimed: () => this.failures.passSucceeded(),
-        failed: (error) => this.reportPassFailure(error),
+        failed: (error) => this.failures.passFailed(error),
       },
       {
         get batchSize() {
@@ -177,7 +177,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
 
   async onApplicationBootstrap(): Promise<void> {
     this.delivery.brokers.resolveAll();
-    if (this.options.publisher.enabled) this.checkDestinations();
+    if (this.options.publisher.enabled) this.delivery.checkConfigured();
     const { dataSource, dialect, table } = this.database;
     await runOnConnection(dataSource, (m) => dialect.prepare(m, table));
     if (this.options.publisher.notify) {
@@ -225,7 +225,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
 
   /** Runs publish passes until no due row is left (bounded by one pass when nothing is due). For tests and scripts. */
   async flush(): Promise<number> {
-    this.checkDestinations();
+    this.delivery.checkConfigured();
     this.delivery.brokers.resolveAll();
     let total = 0;
     for (;;) {
@@ -260,7 +260,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
 
   /** Claims up to `batchSize` due rows under a new owner token. */
   protected async claimBatch(): Promise<ClaimedBatch | undefined> {
-    this.checkDestinations();
+    this.delivery.checkConfigured();
     this.delivery.brokers.resolveAll();
     return claimDueRows(this.database, { ...this.options.publisher, batchSize: this.pace.batchSize });
   }
@@ -298,7 +298,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     const deadline = () => lease?.deadline ?? leaseDeadline;
     const mayStart = () => !this.loop.stopped && Date.now() + timeoutMs + LEASE_SAFETY_MS <= deadline();
     const publish = (row: ClaimedOutboxRow) => this.publish(client, row);
-    return publishBatchRows(rows, mayStart, publish, (row, error) => this.toFailure(row, error));
+    return publishBatchRows(rows, mayStart, publish, (row, error) => this.delivery.failureOf(row, error));
   }
 
   /** Writes a batch's outcome back, fenced by the claim's owner token, and reports what happened. */
@@ -307,14 +307,15 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     const history = { publisher: this.options.publisher.instanceId, limit: this.options.retry.historyLimit };
     const { marked, fenced, released } = await writeOutcome(this.database, owner, outcome, deleteOnPublish, history);
     const failures = outcome.failures.map((f) => f.failure);
-    if (fenced > 0) this.reportLostLease(owner, rows, fenced);
+    if (fenced > 0) this.failures.leaseLost(owner, rows, fenced);
     if (outcome.sent.length > 0 && this.emitter.isWatched('published')) {
       const messages = outcome.sent.map((row) => publishedEntry(row, outcome.timings?.get(row.seq)));
       this.emitEvent('published', { owner, messages });
     }
     this.delivery.batchDone(outcome);
-    for (const { row, failure } of outcome.failures) this.reportPublishFailure(row, failure);
-    this.reportBatchFailures(outcome);
+    // Dead messages one line each; retried ones summed up, the log bounded while publishing fails (failure-log.ts).
+    for (const { row, failure } of outcome.failures) this.failures.messageFailed(row, failure);
+    this.failures.batchCompleted(outcome);
     return { claimed: rows.length, published: marked, failed: failures.length, fenced, released };
   }
 
@@ -329,82 +330,9 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     return this.delivery.deliver(client, row);
   }
 
-  /**
-   * What a failed publish means for its row. A broker that could not be reached (`isTransportUnreachable()`) gives
-   * the attempt back and waits with backoff growing over the outage (capped at `retry.maxDelay`), however long it
-   * lasts; any other failure counts toward `retry.maxAttempts` (`OutboxNonRetryableError`: dead at once). The
-   * error text is redacted of credentials.
-   */
-  protected toFailure(row: ClaimedOutboxRow, error: unknown): OutboxFailure {
-    return this.delivery.failureOf(row, error);
-  }
-
-  /**
-   * Fails when the outbox has nowhere to deliver: no `client`, no `route` and no `@OnOutboxEvent()` handler
-   * (`OutboxConfigurationError` naming the fix). Called at startup while the publisher is enabled.
-   */
-  protected checkDestinations(): void {
-    this.delivery.checkConfigured();
-  }
-
-  /** A failed message: dead (error line, `dead` event) or retried (debug line, `retry` event). */
-  protected reportPublishFailure(row: ClaimedOutboxRow, failure: OutboxFailure): void {
-    this.failures.messageFailed(row, failure);
-  }
-
-  /**
-   * Keeps the log bounded while publishing fails (broker unreachable, timeouts): the retried failures of a batch are
-   * summed up, and a warning with their count and first error goes out when an episode starts, and after that at
-   * most every 30 s while the same error persists (every 5 s at most when it changes). A batch published without a
-   * failure ends the episode with one recovery line. Dead messages are logged one by one by reportPublishFailure().
-   */
-  protected reportBatchFailures(outcome: BatchOutcome): void {
-    this.failures.batchCompleted(outcome);
-  }
-
-  /** Rows whose claim another publisher took over before this one marked them: error line, `leaseLost` event. */
-  protected reportLostLease(owner: string, rows: ClaimedOutboxRow[], lost: number): void {
-    this.failures.leaseLost(owner, rows, lost);
-  }
-
   /** A confirm of `row` is late on a connected client: keep its batch's lease, slow the pace. */
   private confirmLate(row: ClaimedOutboxRow): void {
     this.leases.get(row)?.keep();
     this.pace.confirmLate();
-  }
-
-  /** One warning when confirms become late, one line when they are prompt again. */
-  private reportPace({ slow, batchSize, durationMs }: BrokerPaceReport): void {
-    const { publishTimeout, maxConfirmWait } = this.options.publisher;
-    if (slow) {
-      this.logger.warn(
-        `The broker confirms late: a publish has waited more than publisher.publishTimeout (${publishTimeout} ms) ` +
-          'for its confirm while the client is connected. Waiting for the confirms (up to publisher.maxConfirmWait, ' +
-          `${maxConfirmWait} ms; a late confirm still marks the message sent and spends no attempt), extending the ` +
-          `leases of the batches waiting, and claiming at most ${batchSize} rows per batch until confirms are prompt ` +
-          'again. If the broker is this slow normally, raise publisher.publishTimeout.',
-      );
-    } else {
-      this.logger.log(
-        `The broker confirms promptly again after ${Math.round((durationMs ?? 0) / 1000)} s: batches of ${batchSize} rows.`,
-      );
-    }
-  }
-
-  /** Logs a failing pass (database unreachable, …) at most once a minute while it keeps failing. */
-  protected reportPassFailure(error: unknown): void {
-    this.failures.passFailed(error);
-  }
-
-  /**
-   * The `ClientProxy` named by the `client` option (or the first of `route.clients`), looked up once (throws
-   * `OutboxConfigurationError` if none).
-   */
-  protected resolveClient(): ClientProxy {
-    const primary = this.delivery.brokers.primary;
-    if (!primary) this.checkDestinations();
-    return primary
-      ? this.delivery.brokers.clientOf(primary)
-      : new PublisherClient(this.moduleRef, { transport: 'auto' }).resolve();
   }
 }
