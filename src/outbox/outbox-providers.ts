@@ -3,6 +3,7 @@ import { OutboxCleanupScheduler } from '../cleanup/outbox-cleanup.scheduler';
 import { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxHandlerRegistry } from '../handlers/outbox-handler-registry';
 import { OutboxHealthIndicator } from '../health/outbox-health.indicator';
+import { IdempotentOptionsCheck } from '../idempotency/idempotent-options.check';
 import { IdempotencyService } from '../idempotency/idempotency.service';
 import { OutboxMetrics } from '../observability/outbox-metrics';
 import { OutboxPublisher } from '../publisher/outbox-publisher';
@@ -25,6 +26,7 @@ export const OUTBOX_PROVIDERS: readonly Type<unknown>[] = [
   OutboxPublisher,
   OutboxService,
   IdempotencyService,
+  IdempotentOptionsCheck,
   OutboxTransactionSourceRegistrar,
   OutboxHealthIndicator,
   OutboxTracingLoader,
