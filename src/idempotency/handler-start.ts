@@ -1,7 +1,4 @@
-import { isObservable, lastValueFrom } from 'rxjs';
-import { OutboxConfigurationError } from '../errors';
 import { contextSlot } from '../util/context-slots';
-import { GuardedCall, UNGUARDED_MESSAGE, UNKEYED_REQUEST } from './guarded-call';
 import type { StepScope } from './steps/step-scope';
 
 /**
@@ -30,24 +27,11 @@ export function currentHandlerStart(): HandlerStart | undefined {
   return starts.get();
 }
 
-/**
- * `method` that marks the start of its call before it runs; its name, length and reflect metadata are carried over.
- * Called by Nest on the guarded path (`guarded-path.ts`), its hidden last argument is the guard's call: the body then
- * runs through it, without that argument.
- */
+/** `method` that marks the start of its call before it runs; its name, length and reflect metadata are carried over. */
 export function markingStart<F extends (...args: any[]) => unknown>(method: F): F {
   const marked = function (this: unknown, ...args: unknown[]) {
-    const last = args[args.length - 1];
-    if (last instanceof GuardedCall) {
-      args.length -= 1;
-      return last.run(async () => {
-        markStarted();
-        return settledValue(method.apply(this, args));
-      });
-    }
-    if (last === UNKEYED_REQUEST) args.length -= 1;
-    else if (last === UNGUARDED_MESSAGE) throw unguarded(method);
-    markStarted();
+    const mark = starts.get();
+    if (mark) mark.started = true;
     return method.apply(this, args);
   };
   Object.defineProperty(marked, 'name', { value: method.name });
@@ -56,22 +40,4 @@ export function markingStart<F extends (...args: any[]) => unknown>(method: F): 
     Reflect.defineMetadata(key, Reflect.getMetadata(key, method), marked);
   }
   return marked as unknown as F;
-}
-
-/** Marks the call running in this async context as started (its handler's own body was entered). */
-function markStarted(): void {
-  const mark = starts.get();
-  if (mark) mark.started = true;
-}
-
-/** A handler's value: a returned Observable's last value (what Nest would send), else the value itself. */
-function settledValue(value: unknown): unknown {
-  return isObservable(value) ? lastValueFrom(value, { defaultValue: undefined }) : value;
-}
-
-function unguarded(method: Function): OutboxConfigurationError {
-  return new OutboxConfigurationError(
-    `@Idempotent() could not guard ${method.name}: its transport passed neither a context object nor object data to ` +
-      'key the message by, so it was not run. Give the handler object data, or use a transport of @nestjs/microservices.',
-  );
 }

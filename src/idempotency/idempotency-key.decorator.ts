@@ -1,10 +1,10 @@
 import { createParamDecorator, ExecutionContext } from '@nestjs/common';
 import { callHolder } from './call-holder';
 
-/** Keys accepted by the interceptor or its guard, per request (HTTP) or transport context, else data (messages). */
+/** Keys accepted by the interceptor, per request (HTTP) or transport context, else data (messages). */
 const keys = new WeakMap<object, string>();
 
-/** Called by the interceptor (or its guard) once it has accepted a key. */
+/** Called by the interceptor once it has accepted a key. */
 export function rememberIdempotencyKey(context: ExecutionContext, key: string): void {
   const holder = callHolder(context);
   if (holder) keys.set(holder, key);

@@ -10,9 +10,8 @@ import { IdempotencyService } from './idempotency.service';
 import { withSteps } from './steps/idempotent-step';
 
 /**
- * The steps `IdempotencyInterceptor` shares between HTTP requests and messages (and with the message path's guard):
- * the handler's options, the call's scope, the handler's run in the attempt, the rollback, a lost race and the
- * warnings. Every step is `protected` and overridable in a subclass of the interceptor.
+ * The steps `IdempotencyInterceptor` shares between HTTP requests and messages: the handler's options, the call's
+ * scope, the handler's run in the attempt, the rollback, a lost race and the warnings. Every step is `protected` and overridable in a subclass of the interceptor.
  */
 export abstract class IdempotencySteps {
   protected readonly logger = new Logger('Idempotency');

@@ -21,7 +21,6 @@ import {
   nestedTooDeeplyProblem,
   reusedKeyProblem,
 } from './idempotency.problems';
-import { hasGuardedCall } from './guarded-call';
 import { fingerprintMessage, readMessageKey } from './message-key';
 import * as settlement from './message-settlement';
 import { IdempotencySteps } from './idempotency-steps.base';
@@ -37,8 +36,8 @@ import { outcomeOfStatus, reportIdempotencyOutcome } from '../events/idempotency
  *
  * This class strings the steps together; their bodies live in files of one job each: `handler-options.resolver.ts`,
  * `http-request-key.ts`, `http-first-run.ts`, `stored-response.ts`, `message-key.ts`, `message-settlement.ts`,
- * `call-scope.ts`, `attempt-rollback.ts`, `idempotency-warnings.ts` and `outer-application.ts`; the steps it shares
- * with the message path (options, scopes, the handler's run, warnings) are `IdempotencySteps`'.
+ * `call-scope.ts`, `attempt-rollback.ts`, `idempotency-warnings.ts` and `outer-application.ts`; the steps HTTP and
+ * messages share (options, scopes, the handler's run, warnings) are `IdempotencySteps`'.
  */
 @Injectable()
 export class IdempotencyInterceptor extends IdempotencySteps implements NestInterceptor {
@@ -50,7 +49,6 @@ export class IdempotencyInterceptor extends IdempotencySteps implements NestInte
     const type = context.getType();
     if (type !== 'http' && type !== 'rpc') return next.handle();
     if (isGuardedByOuterApplication(context)) return next.handle();
-    if (hasGuardedCall(context)) return next.handle(); // the guarded path (`@Idempotent()`'s guard) has it
     return type === 'http' ? this.interceptHttp(context, next) : this.interceptRpc(context, next);
   }
 
@@ -66,8 +64,7 @@ export class IdempotencyInterceptor extends IdempotencySteps implements NestInte
   /**
    * The request's key (quoted or bare), checked and remembered for `@IdempotencyKey()`; undefined when the request
    * is not guarded: a safe method (GET, HEAD, OPTIONS), or no key where none is required. Throws the 400 problem
-   * for a required key that is missing and for a malformed one. Runs before the pipes (in the guard on the route
-   * path).
+   * for a required key that is missing and for a malformed one. Runs before the pipes.
    */
   protected httpKeyOf(context: ExecutionContext, options: ResolvedIdempotentOptions): string | undefined {
     const request = context.switchToHttp().getRequest();
@@ -85,8 +82,7 @@ export class IdempotencyInterceptor extends IdempotencySteps implements NestInte
   /**
    * Guards one request by its key: a stored response is replayed (422 when it was written for a different
    * request), a duplicate in flight is refused (409, or 422 when its body differs), else the handler (`next`) runs
-   * once, in a transaction with the key's record. Called by `interceptHttp` and by the route path of
-   * `@Idempotent()` (`IdempotentHandlerGuard`).
+   * once, in a transaction with the key's record.
    */
   protected async handleRequest(
     context: ExecutionContext,
@@ -251,7 +247,7 @@ export class IdempotencyInterceptor extends IdempotencySteps implements NestInte
   /**
    * Guards one message: `handler` (which runs the handler's body) runs once per `key`, in a transaction with the
    * key's record; a redelivery is skipped (a `@MessagePattern` gets the stored response). Resolves with what the
-   * caller receives. Called by `intercept()` and by the message path of `@Idempotent()` (`IdempotentHandlerGuard`).
+   * caller receives.
    */
   protected async handleMessage(
     context: ExecutionContext,

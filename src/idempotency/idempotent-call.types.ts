@@ -28,5 +28,5 @@ export interface IdempotentCall {
   options: ResolvedIdempotentOptions;
 }
 
-/** Runs the guarded handler's own body (through Nest's `next.handle()`, or directly on the message path). */
+/** Runs the guarded handler (through Nest's `next.handle()`), resolving with its last value. */
 export type HandlerBody = () => Promise<unknown>;

@@ -1,11 +1,10 @@
-import { applyDecorators, SetMetadata, UseFilters, UseInterceptors } from '@nestjs/common';
-import { RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA } from '@nestjs/common/constants';
+import { applyDecorators, SetMetadata, UseFilters } from '@nestjs/common';
+import { INTERCEPTORS_METADATA, RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA } from '@nestjs/common/constants';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import { OutboxConfigurationError } from '../errors';
 import { markingStart } from './handler-start';
 import { IdempotencyProblemFilter } from './idempotency-problem.filter';
 import { IDEMPOTENT_OPTIONS } from './idempotency.constants';
-import { guardConsumerClass, queueGuardedPath } from './guarded-path';
 import { idempotencyInterceptorFor } from './named-idempotency.interceptor';
 import type { IdempotentOptions } from './idempotency.options';
 import { recordIdempotentRoute } from './openapi-contract';
@@ -16,35 +15,27 @@ import { recordIdempotentRoute } from './openapi-contract';
  * recorded in the same transaction as the handler's writes: `OutboxService.manager`, `transaction()` and `emit()`
  * inside the handler join it. A method's options override its class's, which override the module's `idempotency`.
  *
- * On a method, an HTTP route or a message handler takes the guarded path (`guarded-path.ts`): a guard that reads the
- * key before the pipes, a hidden parameter, no interceptor chain per call; the key is claimed around the handler's
- * body, after the app's interceptors and pipes (docs/idempotency.md). On a class with HTTP routes, or a subclass,
- * the class's `IdempotencyInterceptor` guards every method; on a consumer class, each message handler takes the
- * guarded path.
+ * On a method or a class, HTTP route or message handler alike, it guards through `IdempotencyInterceptor`, put first
+ * among the method's (or the class's) interceptors whatever the decorators' order: the key is claimed before the
+ * app's own interceptors there and the pipes run (docs/idempotency.md, "How a handler is guarded"). It wraps each
+ * method it guards so that a pipe's error is told from the handler's own (`handler-start.ts`).
  *
  * A handler that writes the response itself (`@Res()` or `@Next()` without `passthrough: true`) cannot be replayed
  * and is refused here, when the class is defined.
  */
 export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & MethodDecorator {
-  const apply = applyDecorators(
-    SetMetadata(IDEMPOTENT_OPTIONS, options),
-    UseInterceptors(idempotencyInterceptorFor(options.dataSource)),
-    UseFilters(IdempotencyProblemFilter),
-  );
-  const applyToConsumer = applyDecorators(
-    SetMetadata(IDEMPOTENT_OPTIONS, options),
-    UseFilters(IdempotencyProblemFilter),
-  );
+  const interceptor = idempotencyInterceptorFor(options.dataSource);
+  const apply = applyDecorators(SetMetadata(IDEMPOTENT_OPTIONS, options), UseFilters(IdempotencyProblemFilter));
   return ((target: object, propertyKey?: string | symbol, descriptor?: PropertyDescriptor) => {
     if (propertyKey !== undefined) {
       refuseOwnResponse(target.constructor, propertyKey);
       recordIdempotentRoute(target.constructor, propertyKey); // for the OpenAPI document (openapi-contract.ts)
-      queueGuardedPath(target.constructor, propertyKey, options.dataSource); // a route or a message handler: guarded-path.ts
       if (typeof descriptor?.value === 'function') {
         descriptor.value = markedOnce(descriptor.value);
         // Installed here too, not only through the returned descriptor: a decorator applied by hand (plain
         // JavaScript: `Idempotent()(proto, 'create', descriptor)`) has its return value ignored.
         Object.defineProperty(target, propertyKey, descriptor);
+        interceptFirst(descriptor.value, interceptor);
       }
       return (apply as MethodDecorator)(target, propertyKey, descriptor!);
     }
@@ -56,11 +47,19 @@ export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & Me
       refuseOtherDataSource(target as Function, name, options.dataSource);
       markMethodStart(prototype, name);
     }
-    // A consumer's message handlers take the message path; any other class is guarded by the class's interceptor.
-    if (guardConsumerClass(target as Function, options.dataSource))
-      return (applyToConsumer as ClassDecorator)(target as Function);
+    interceptFirst(target as Function, interceptor);
     return (apply as ClassDecorator)(target as Function);
   }) as ClassDecorator & MethodDecorator;
+}
+
+/**
+ * Puts `interceptor` first among the interceptors of `target` (a method or a class). Decorators apply from the
+ * bottom up and `UseInterceptors` appends: an app's interceptor declared below `@Idempotent()` is already there and
+ * goes after it, one declared above is appended after it later. Either way the key is claimed before they run.
+ */
+function interceptFirst(target: object, interceptor: Function): void {
+  const interceptors: unknown[] = Reflect.getMetadata(INTERCEPTORS_METADATA, target) ?? [];
+  Reflect.defineMetadata(INTERCEPTORS_METADATA, [interceptor, ...interceptors], target);
 }
 
 /** Wraps a method of `prototype` so that it marks its start (see `handler-start.ts`), once. */

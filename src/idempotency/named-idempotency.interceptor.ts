@@ -4,42 +4,24 @@ import { withInjectedTokens } from '../util/named-providers';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { IdempotencyService } from './idempotency.service';
 
-/** Per class (the interceptor, the message guard): its subclass per DataSource name. */
-const variants = new Map<Function, Map<string, Type<unknown>>>();
+/** The interceptor's subclass per DataSource name. */
+const interceptors = new Map<string, Type<IdempotencyInterceptor>>();
 
 /**
- * `type` (`IdempotencyInterceptor` or a subclass of it) for the outbox of `dataSource`: `type` itself for the
- * default DataSource, else a subclass (one per name) that is given the named outbox's `IdempotencyService`
- * (`getOutboxToken(IdempotencyService, name)`) in place of the default one. Everything else is inherited,
- * overridable steps included.
+ * The interceptor of `@Idempotent({ dataSource })`: `IdempotencyInterceptor` itself for the default DataSource, else a
+ * subclass (one per name) that is given the named outbox's `IdempotencyService` (`getOutboxToken(IdempotencyService,
+ * name)`) in place of the default one. Everything else is inherited, overridable steps included.
  */
-export function forDataSource<T extends IdempotencyInterceptor>(
-  type: Type<T>,
-  dataSource: string | undefined,
-): Type<T> {
-  if (isDefaultDataSource(dataSource)) return type;
+export function idempotencyInterceptorFor(dataSource: string | undefined): Type<IdempotencyInterceptor> {
+  if (isDefaultDataSource(dataSource)) return IdempotencyInterceptor;
   const name = dataSource!;
-  let named = variants.get(type);
-  if (!named) variants.set(type, (named = new Map()));
-  let variant = named.get(name) as Type<T> | undefined;
-  if (!variant) {
+  let interceptor = interceptors.get(name);
+  if (!interceptor) {
     // The subclass inherits the constructor and its parameter types; only the IdempotencyService slot is redirected.
     const tokens = new Map([[IdempotencyService, getOutboxToken(IdempotencyService, name)]]);
-    variant = withInjectedTokens(type, tokens, `${type.name}(${name})`);
-    Injectable()(variant);
-    named.set(name, variant);
+    interceptor = withInjectedTokens(IdempotencyInterceptor, tokens, `IdempotencyInterceptor(${name})`);
+    Injectable()(interceptor);
+    interceptors.set(name, interceptor);
   }
-  return variant;
-}
-
-/** Whether `type` is `IdempotencyInterceptor` or one of its variants for a DataSource (not an app's own subclass). */
-export function isIdempotencyInterceptorFor(type: unknown): boolean {
-  if (type === IdempotencyInterceptor) return true;
-  for (const variant of variants.get(IdempotencyInterceptor)?.values() ?? []) if (variant === type) return true;
-  return false;
-}
-
-/** The interceptor of `@Idempotent({ dataSource })` (see `forDataSource`). */
-export function idempotencyInterceptorFor(dataSource: string | undefined): Type<IdempotencyInterceptor> {
-  return forDataSource(IdempotencyInterceptor, dataSource);
+  return interceptor;
 }

@@ -11,12 +11,19 @@ import {
   UseInterceptors,
   ValidationPipe,
 } from '@nestjs/common';
-import { GUARDS_METADATA, INTERCEPTORS_METADATA, SELF_DECLARED_DEPS_METADATA } from '@nestjs/common/constants';
+import { INTERCEPTORS_METADATA, SELF_DECLARED_DEPS_METADATA } from '@nestjs/common/constants';
 import { IsInt, IsString, Min } from 'class-validator';
 import { map, Observable, of } from 'rxjs';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
-import { getOutboxToken, IdempotencyKey, IdempotencyRecord, Idempotent, OutboxService } from '../src';
+import {
+  getOutboxToken,
+  IdempotencyInterceptor,
+  IdempotencyKey,
+  IdempotencyRecord,
+  Idempotent,
+  OutboxService,
+} from '../src';
 import { IdempotencyService } from '../src/idempotency/idempotency.service';
 import { HTTP_PLATFORMS, listenHttpApp } from './fixtures/http-app';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
@@ -25,12 +32,12 @@ import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatab
 import { describeWith } from './helpers/services';
 
 /**
- * The route path of `@Idempotent()` (src/idempotency/guarded-path.ts): on an HTTP route the library guards through
- * a guard that reads the key before the pipes, and a hidden last parameter that hands the call to the method's
- * wrapper, instead of an interceptor. These tests check that the handler gets exactly the arguments it declares,
- * that the key is refused before the pipes and claimed only by a handler that starts, that the app's interceptors
- * see the answer and the replay once, and that concurrent duplicates still apply once — over Express and Fastify and
- * a real database.
+ * `@Idempotent()` on HTTP route methods, in either decorator order: one mechanism, `IdempotencyInterceptor`, put
+ * first among the method's interceptors. These tests check that the handler gets exactly the arguments it declares,
+ * that the key is refused before the pipes and that a request the pipes reject records nothing, that the key is
+ * claimed before the app's own method interceptor runs (what it answers is stored and replayed, and it runs once),
+ * that the app's global interceptor wraps the answer and the replay once, and that concurrent duplicates still apply
+ * once — over Express and Fastify and a real database.
  */
 
 class OrderDto {
@@ -53,15 +60,16 @@ class Envelope implements NestInterceptor {
   }
 }
 
-/** An app's own interceptor on one route: marks the answer it sees. */
+/** An app's own interceptor on one route: marks the answer it sees, and counts its runs. */
 @Injectable()
 class Stamp implements NestInterceptor {
   intercept(_context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    count('Stamp');
     return next.handle().pipe(map((value) => ({ ...(value as object), stamped: true })));
   }
 }
 
-@Controller('route-path')
+@Controller('routes')
 class RouteHandlers {
   constructor(private readonly outbox: OutboxService) {}
 
@@ -88,7 +96,7 @@ class RouteHandlers {
     return of({ run: count(`observable ${dto.reference}`) });
   }
 
-  /** The app's own method interceptor stays, and sees the handler's answer on the first run and on the replay. */
+  /** The app's own method interceptor, declared below `@Idempotent()`: it runs after the key is claimed. */
   @Post('stamped')
   @Idempotent()
   @UseInterceptors(Stamp)
@@ -130,26 +138,21 @@ class BillingRoutes {
   }
 }
 
-describe('the route path of @Idempotent() (metadata)', () => {
-  const guards = (method: Function) =>
-    (Reflect.getMetadata(GUARDS_METADATA, method) ?? []).map((g: Function) => g.name);
+describe('@Idempotent() on HTTP routes (metadata)', () => {
   const interceptors = (method: Function) => Reflect.getMetadata(INTERCEPTORS_METADATA, method) ?? [];
 
-  it('swaps the interceptor for the guard on HTTP routes, in either decorator order', () => {
+  it('guards a route through the interceptor, in either decorator order, first among the method’s own', () => {
     for (const method of [RouteHandlers.prototype.declared, RouteHandlers.prototype.bare]) {
-      expect(guards(method)).toEqual(['IdempotentHandlerGuard']);
-      expect(interceptors(method)).toEqual([]);
+      expect(interceptors(method)).toEqual([IdempotencyInterceptor]);
     }
-    // The app's own interceptor stays.
-    expect(interceptors(RouteHandlers.prototype.stamped)).toEqual([Stamp]);
+    expect(interceptors(RouteHandlers.prototype.stamped)).toEqual([IdempotencyInterceptor, Stamp]);
   });
 
-  it('gives @Idempotent({ dataSource }) the guard that is injected with that outbox’s IdempotencyService', () => {
-    const [guard] = Reflect.getMetadata(GUARDS_METADATA, BillingRoutes.prototype.charge);
-    expect(guard.name).toBe('IdempotentHandlerGuard(billing)');
-    const injected = (Reflect.getMetadata(SELF_DECLARED_DEPS_METADATA, guard) ?? []).map((d: any) => d.param);
+  it('gives @Idempotent({ dataSource }) the interceptor that is injected with that outbox’s IdempotencyService', () => {
+    const [interceptor] = interceptors(BillingRoutes.prototype.charge);
+    expect(interceptor.name).toBe('IdempotencyInterceptor(billing)');
+    const injected = (Reflect.getMetadata(SELF_DECLARED_DEPS_METADATA, interceptor) ?? []).map((d: any) => d.param);
     expect(injected).toContain(getOutboxToken(IdempotencyService, 'billing'));
-    expect(Reflect.getMetadata(INTERCEPTORS_METADATA, BillingRoutes.prototype.charge) ?? []).toEqual([]);
   });
 });
 
@@ -157,7 +160,7 @@ const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
 
 for (const kind of kinds) {
   for (const platform of HTTP_PLATFORMS) {
-    describeWith(servicesOf(kind), `the route path (${platform}) on ${DATABASE_LABEL[kind]}`, () => {
+    describeWith(servicesOf(kind), `@Idempotent() HTTP routes (${platform}) on ${DATABASE_LABEL[kind]}`, () => {
       let db: TestDatabase;
       let app: INestApplication;
       let ds: DataSource;
@@ -187,7 +190,7 @@ for (const kind of kinds) {
       });
 
       const post = (path: string, body: object, key?: string) => {
-        const call = request(url).post(`/route-path/${path}`).send(body);
+        const call = request(url).post(`/routes/${path}`).send(body);
         return key === undefined ? call : call.set('Idempotency-Key', key);
       };
       const records = (key: string) => ds.getRepository(IdempotencyRecord).countBy({ key });
@@ -229,17 +232,19 @@ for (const kind of kinds) {
         expect(await records(key)).toBe(1);
       });
 
-      it('keeps the app’s method interceptor around the guarded body: it sees the answer and the replay', async () => {
+      it('claims the key before the app’s method interceptor runs: its answer is stored and replayed, it runs once', async () => {
         const key = newKey();
         const body = { reference: `S-${key}`, amount: 1 };
+        const stamps = runs.Stamp ?? 0;
         const first = await post('stamped', body, key);
         expect(first.body).toEqual({ data: { run: 1, stamped: true } });
         const retried = await post('stamped', body, key);
-        expect(retried.body).toEqual(first.body);
+        expect(retried.body).toEqual(first.body); // wrapped once by the global interceptor, stamped once
         expect(retried.headers['idempotent-replayed']).toBe('true');
-        // What was stored is the handler's own answer, before any of the app's interceptors changed it.
+        expect(runs.Stamp).toBe(stamps + 1); // the replay is answered before the method's own interceptor
+        // What was stored is what the method's interceptor answered, inside the key's guard.
         const [record] = await ds.getRepository(IdempotencyRecord).findBy({ key });
-        expect(JSON.parse(record.responseBody!)).toEqual({ run: 1 });
+        expect(JSON.parse(record.responseBody!)).toEqual({ run: 1, stamped: true });
       });
 
       it('refuses a missing key before the pipes run (the key’s 400, not the validation’s)', async () => {
@@ -265,7 +270,7 @@ for (const kind of kinds) {
       it('runs a safe method and a request without an optional key unguarded', async () => {
         const key = newKey();
         for (let i = 1; i <= 2; i++) {
-          const read = await request(url).get('/route-path/read').set('Idempotency-Key', key);
+          const read = await request(url).get('/routes/read').set('Idempotency-Key', key);
           expect(read.status).toBe(200);
           expect(read.headers['idempotent-replayed']).toBeUndefined();
         }

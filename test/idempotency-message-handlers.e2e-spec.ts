@@ -10,7 +10,7 @@ import {
   Post,
   UseInterceptors,
 } from '@nestjs/common';
-import { GUARDS_METADATA, INTERCEPTORS_METADATA, SELF_DECLARED_DEPS_METADATA } from '@nestjs/common/constants';
+import { INTERCEPTORS_METADATA, SELF_DECLARED_DEPS_METADATA } from '@nestjs/common/constants';
 import { ClientProxy, Ctx, MessagePattern, Payload, TcpContext } from '@nestjs/microservices';
 import { lastValueFrom, Observable, of, tap } from 'rxjs';
 import { DataSource } from 'typeorm';
@@ -29,10 +29,11 @@ import { describeWith } from './helpers/services';
 import { startWithTcpClient } from './helpers/tcp-app';
 
 /**
- * The message path of `@Idempotent()` (src/idempotency/guarded-path.ts): on a message handler the library guards
- * through a guard and a hidden last parameter instead of an interceptor. These tests check that the handler still
- * gets exactly the arguments it declares, in either decorator order, and stays guarded — over real TCP and a real
- * database.
+ * `@Idempotent()` on message handlers — on the method in either decorator order, on a consumer class, on a class with
+ * HTTP routes too, on a method that is a route and a handler at once: one mechanism, `IdempotencyInterceptor`, first
+ * among the method's (or class's) interceptors. These tests check that the handler gets the arguments Nest gives it,
+ * that the key is claimed before the app's own method interceptor runs, that a pipe's rejection claims no key, and
+ * that concurrent deliveries apply once — over real TCP and a real database.
  */
 
 type Request = { key: string; amount: number };
@@ -40,7 +41,7 @@ const runs: Record<string, number> = {};
 const count = (name: string) => (runs[name] = (runs[name] ?? 0) + 1);
 const seenByInterceptor: unknown[] = [];
 
-/** An app's own interceptor on the same handler: still runs, and sees what the handler answered. */
+/** An app's own interceptor on the same handler: runs after the key is claimed, and sees what the handler answered. */
 @Injectable()
 class RecordAnswers implements NestInterceptor {
   intercept(_context: ExecutionContext, next: CallHandler): Observable<unknown> {
@@ -67,7 +68,7 @@ class PathHandlers {
     return { run: count('above'), amount: data.amount, second: second === undefined ? 'none' : typeof second };
   }
 
-  /** A handler that answers with an Observable, behind an interceptor of the app's own. */
+  /** A handler that answers with an Observable, with an interceptor of the app's own declared above `@Idempotent()`. */
   @MessagePattern('observable')
   @UseInterceptors(RecordAnswers)
   @Idempotent({ key: (data: Request) => data.key })
@@ -111,7 +112,7 @@ class BillingHandler {
   }
 }
 
-/** `@Idempotent()` on a consumer class (message handlers only): each handler takes the message path. */
+/** `@Idempotent()` on a consumer class (message handlers only): the class's interceptor guards each handler. */
 @Controller()
 @Idempotent({ key: (data: Request) => data.key })
 class ClassGuarded {
@@ -143,62 +144,45 @@ class MixedGuarded {
   }
 }
 
-/** One method that is an HTTP route and a message handler at once keeps the interceptor (it guards both). */
+/** One method that is an HTTP route and a message handler at once: one interceptor guards both. */
 @Controller('both')
 class RouteAndPattern {
   @Post()
   @MessagePattern('both')
   @Idempotent({ key: (data: Request) => data.key })
   handle(@Body() body: Request) {
-    return body;
+    return { run: count('both'), amount: body.amount };
   }
 }
 
-describe('the message path of @Idempotent() (metadata)', () => {
-  const guards = (method: Function) =>
-    (Reflect.getMetadata(GUARDS_METADATA, method) ?? []).map((g: Function) => g.name);
-  const interceptors = (method: Function) => Reflect.getMetadata(INTERCEPTORS_METADATA, method) ?? [];
+describe('@Idempotent() on message handlers (metadata)', () => {
+  const interceptors = (target: Function) => Reflect.getMetadata(INTERCEPTORS_METADATA, target) ?? [];
 
-  it('swaps the interceptor for the guard on message handlers, in either decorator order', () => {
+  it('guards a handler through the interceptor, in either decorator order, first among the method’s own', () => {
     for (const method of [PathHandlers.prototype.below, PathHandlers.prototype.above]) {
-      expect(guards(method)).toEqual(['IdempotentHandlerGuard']);
-      expect(interceptors(method)).toEqual([]);
+      expect(interceptors(method)).toEqual([IdempotencyInterceptor]);
     }
-    // The app's own interceptor stays.
-    expect(interceptors(PathHandlers.prototype.observable)).toEqual([RecordAnswers]);
-  });
-
-  it('gives @Idempotent({ dataSource }) the guard that is injected with that outbox’s IdempotencyService', () => {
-    const [guard] = Reflect.getMetadata(GUARDS_METADATA, BillingHandler.prototype.handle);
-    expect(guard.name).toBe('IdempotentHandlerGuard(billing)');
-    const injected = (Reflect.getMetadata(SELF_DECLARED_DEPS_METADATA, guard) ?? []).map((d: any) => d.param);
-    expect(injected).toContain(getOutboxToken(IdempotencyService, 'billing'));
-    expect(interceptors(BillingHandler.prototype.handle)).toEqual([]);
-  });
-
-  it('gives the message handlers of a consumer class the message path, and the class no interceptor', () => {
-    expect(Reflect.getMetadata(INTERCEPTORS_METADATA, ClassGuarded) ?? []).toEqual([]);
-    for (const method of [ClassGuarded.prototype.handle, ClassGuarded.prototype.scoped]) {
-      expect(guards(method)).toEqual(['IdempotentHandlerGuard']);
-      expect(interceptors(method)).toEqual([]);
-    }
-  });
-
-  it('leaves the interceptor on a method that is an HTTP route and a message handler at once', () => {
+    expect(interceptors(PathHandlers.prototype.observable)).toEqual([IdempotencyInterceptor, RecordAnswers]);
     expect(interceptors(RouteAndPattern.prototype.handle)).toEqual([IdempotencyInterceptor]);
-    expect(guards(RouteAndPattern.prototype.handle)).toEqual([]);
   });
 
-  it('leaves a class-level @Idempotent() on a controller with HTTP routes with its interceptor', () => {
-    expect(Reflect.getMetadata(INTERCEPTORS_METADATA, MixedGuarded)).toContain(IdempotencyInterceptor);
-    expect(guards(MixedGuarded.prototype.handle)).toEqual([]);
+  it('gives @Idempotent({ dataSource }) the interceptor that is injected with that outbox’s IdempotencyService', () => {
+    const [interceptor] = interceptors(BillingHandler.prototype.handle);
+    expect(interceptor.name).toBe('IdempotencyInterceptor(billing)');
+    const injected = (Reflect.getMetadata(SELF_DECLARED_DEPS_METADATA, interceptor) ?? []).map((d: any) => d.param);
+    expect(injected).toContain(getOutboxToken(IdempotencyService, 'billing'));
+  });
+
+  it('guards a class-level @Idempotent() through the class’s interceptor, a consumer’s and a mixed one’s alike', () => {
+    expect(interceptors(ClassGuarded)).toEqual([IdempotencyInterceptor]);
+    expect(interceptors(MixedGuarded)).toEqual([IdempotencyInterceptor]);
   });
 });
 
 const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
 
 for (const kind of kinds) {
-  describeWith(servicesOf(kind), `the message path of @Idempotent() over TCP on ${DATABASE_LABEL[kind]}`, () => {
+  describeWith(servicesOf(kind), `@Idempotent() message handlers over TCP on ${DATABASE_LABEL[kind]}`, () => {
     let db: TestDatabase;
     let app: INestApplication;
     let ds: DataSource;
@@ -211,7 +195,7 @@ for (const kind of kinds) {
       db = await createTestDatabase(kind);
       const moduleRef = await createOutboxTestingModule({
         db,
-        controllers: [PathHandlers, ClassGuarded, MixedGuarded],
+        controllers: [PathHandlers, ClassGuarded, MixedGuarded, RouteAndPattern],
         outbox: { publisher: { enabled: false } },
       });
       ({ app, client } = await startWithTcpClient(moduleRef));
@@ -246,12 +230,12 @@ for (const kind of kinds) {
       expect(runs.above).toBe(1);
     });
 
-    it('stores an Observable’s value, and the app’s own interceptor sees the answer and the replay', async () => {
+    it('stores an Observable’s value; the key is claimed before the app’s own interceptor, which runs once', async () => {
       const first = await send('observable', { key: `o-${kind}`, amount: 3 });
       expect(first).toEqual({ run: 1, amount: 3 });
       expect(await send('observable', { key: `o-${kind}`, amount: 3 })).toEqual(first);
       expect(runs.observable).toBe(1);
-      expect(seenByInterceptor).toEqual([first, first]);
+      expect(seenByInterceptor).toEqual([first]); // the redelivery is answered before the method's own interceptor
     });
 
     it('claims no key when a pipe rejects the payload: a corrected retry with the same key runs', async () => {
@@ -290,11 +274,12 @@ for (const kind of kinds) {
       expect(await events()).toBe(before + 1);
     });
 
-    it('guards the handlers of a class-level @Idempotent(): a consumer’s by the message path, a mixed one’s by the interceptor', async () => {
+    it('guards the handlers of a class-level @Idempotent() (a consumer’s, a mixed controller’s) and of a route that is a handler too', async () => {
       for (const [pattern, scope] of [
         ['class', 'ClassGuarded.handle'],
         ['class-scoped', 'refunds'],
         ['mixed', 'MixedGuarded.handle'],
+        ['both', 'RouteAndPattern.handle'],
       ]) {
         const first = await send(pattern, { key: `${pattern}-${kind}`, amount: 1 });
         expect(await send(pattern, { key: `${pattern}-${kind}`, amount: 1 })).toEqual(first);
