@@ -14,8 +14,8 @@ const DURATION_S = Number(process.env.BENCH_DURATION ?? 2);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 8);
 const CONNECTIONS = 10;
 
-type Variant = 'plain' | 'idempotent' | 'minimal' | 'node-idempotency' | 'intercepted' | 'interceptor-path';
-const VARIANTS: Variant[] = ['plain', 'idempotent', 'minimal', 'node-idempotency', 'intercepted', 'interceptor-path'];
+type Variant = 'plain' | 'idempotent' | 'minimal' | 'node-idempotency' | 'intercepted';
+const VARIANTS: Variant[] = ['plain', 'idempotent', 'minimal', 'node-idempotency', 'intercepted'];
 
 interface Run {
   rps: number;
@@ -83,9 +83,7 @@ async function load(
  * `@Idempotent()` against the same POST handler (one insert in a transaction on PostgreSQL) without the decorator,
  * with a hand-written interceptor doing the minimum for the same guarantees (`idempotency-http.minimal.ts`) and
  * with `@node-idempotency/nestjs` on Redis; and, to show what Nest's interceptor chain costs, the plain handler behind
- * a no-op interceptor (`intercepted_vs_plain`) and `IdempotencyInterceptor` applied by hand, the path `@Idempotent()`
- * took before the route path (`route_path_vs_interceptor_path`). Short runs are interleaved, their order rotated every
- * round, so drift on a shared machine hits every variant alike; mean throughputs are compared. The server's CPU time per request is
+ * a no-op interceptor (`intercepted_vs_plain`). Short runs are interleaved, their order rotated every round, so drift on a shared machine hits every variant alike; mean throughputs are compared. The server's CPU time per request is
  * reported too, and that of the bench database's PostgreSQL backends: they are the figures least disturbed by other
  * load on the machine.
  */
@@ -123,7 +121,6 @@ const bench: Bench = async (): Promise<BenchResult> => {
     const minimal = rps('minimal');
     const peer = rps('node-idempotency');
     const intercepted = rps('intercepted');
-    const interceptorPath = rps('interceptor-path');
     const round2 = (x: number) => Math.round(x * 100) / 100;
     return {
       table: VARIANTS.map((v) => ({
@@ -145,7 +142,6 @@ const bench: Bench = async (): Promise<BenchResult> => {
         ratio_vs_node_idempotency: round2(idempotent / peer),
         minimal_vs_plain: round2(minimal / plain),
         intercepted_vs_plain: round2(intercepted / plain),
-        route_path_vs_interceptor_path: round2(idempotent / interceptorPath),
         plain_p99_ms: p99('plain'),
         idempotent_p99_ms: p99('idempotent'),
         minimal_p99_ms: p99('minimal'),
@@ -155,7 +151,6 @@ const bench: Bench = async (): Promise<BenchResult> => {
         minimal_cpu_us_per_req: cpu('minimal'),
         node_idempotency_cpu_us_per_req: cpu('node-idempotency'),
         intercepted_cpu_us_per_req: cpu('intercepted'),
-        interceptor_path_cpu_us_per_req: cpu('interceptor-path'),
         ...(dbCpu
           ? Object.fromEntries(VARIANTS.map((v) => [`${v.replace(/-/g, '_')}_db_cpu_us_per_req`, dbCpuOf(v)]))
           : {}),

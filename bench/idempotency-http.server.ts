@@ -1,25 +1,17 @@
 /**
  * The HTTP app measured by `idempotency-http.bench.ts`, run in a child process so the load generator does not share
  * its event loop. Routes with the same handler body — one insert in a transaction on PostgreSQL: `/plain` (no
- * decorator), `/idempotent` (this library's `@Idempotent()`, the route path), `/minimal` (the hand-written
- * interceptor of `idempotency-http.minimal.ts`: the least work for the same guarantees), `/node-idempotency`
- * (`@node-idempotency/nestjs` on its Redis store), and two that show what an interceptor costs: `/intercepted` (the
- * plain route behind an interceptor that only returns `next.handle()`) and `/interceptor-path` (`IdempotencyInterceptor`
- * applied by hand, as `@Idempotent()` guarded routes before the route path). Reports its port to the parent over IPC.
+ * decorator), `/idempotent` (this library's `@Idempotent()`), `/minimal` (the hand-written interceptor of
+ * `idempotency-http.minimal.ts`: the least work for the same guarantees), `/node-idempotency`
+ * (`@node-idempotency/nestjs` on its Redis store), and `/intercepted`, which shows what an interceptor costs (the
+ * plain route behind an interceptor that only returns `next.handle()`). Reports its port to the parent over IPC.
  */
 import 'reflect-metadata';
-import { Body, Controller, HttpCode, Module, Post, SetMetadata, UseInterceptors } from '@nestjs/common';
+import { Body, Controller, HttpCode, Module, Post, UseInterceptors } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { Idempotent as NodeIdempotent, NodeIdempotencyModule } from '@node-idempotency/nestjs';
-import {
-  IDEMPOTENT_OPTIONS,
-  IdempotencyInterceptor,
-  Idempotent,
-  OUTBOX_MIGRATIONS,
-  OutboxModule,
-  OutboxService,
-} from '../src';
+import { Idempotent, OUTBOX_MIGRATIONS, OutboxModule, OutboxService } from '../src';
 import { TestOrder } from '../test/fixtures/order.entity';
 import { MinimalIdempotencyInterceptor } from './idempotency-http.minimal';
 import { NoopInterceptor } from './noop.interceptor';
@@ -64,14 +56,6 @@ class BenchController {
   @HttpCode(201)
   @UseInterceptors(NoopInterceptor)
   intercepted(@Body() body: OrderBody) {
-    return this.place(body);
-  }
-
-  @Post('interceptor-path')
-  @HttpCode(201)
-  @SetMetadata(IDEMPOTENT_OPTIONS, {})
-  @UseInterceptors(IdempotencyInterceptor)
-  interceptorPath(@Body() body: OrderBody) {
     return this.place(body);
   }
 
