@@ -1,7 +1,12 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
 import { getDataSourceName } from '@nestjs/typeorm';
 import type { EntityManager } from 'typeorm';
-import { OutboxDuplicateMessageIdError, OutboxInvalidMessageError, OutboxNoTransactionError } from '../errors';
+import {
+  OutboxDuplicateMessageIdError,
+  OutboxHandlerInFlightError,
+  OutboxInvalidMessageError,
+  OutboxNoTransactionError,
+} from '../errors';
 import { MESSAGE_ID_HEADER } from '../outbox.constants';
 import { OutboxPublisher } from '../publisher/outbox-publisher';
 import { currentTransaction } from '../transaction/transaction-context';
@@ -14,6 +19,9 @@ import { indexNamesOf, tableNameOf } from '../schema/outbox-table-names';
 import { serializeJson } from './serialize-json';
 import { duplicatedId } from './duplicated-message-id';
 import { currentTraceHeaders } from '../util/opentelemetry';
+import { IdempotencyService } from '../idempotency/idempotency.service';
+import { boundedText } from '../idempotency/call-scope';
+import { transactionSourceOf } from '../transaction/transaction-source.registry';
 
 /** Options of one `emit()`. */
 export interface EmitOptions {
@@ -47,6 +55,22 @@ export interface EmitManyOptions {
   manager?: EntityManager;
 }
 
+/** Options of one `once()` call. */
+export interface OnceOptions {
+  /**
+   * Who deduplicates: records are unique per (scope, message id), so two consumers of one message each run once.
+   * Required; a stable name of the consumer, e.g. `'billing.order-placed'`. Give the scope an `@Idempotent()`
+   * handler records under (`'ControllerName.methodName'`) to share its records. Up to 255 characters (longer scopes
+   * are hashed, as `@Idempotent()` hashes them).
+   */
+  scope: string;
+  /** Milliseconds the record is kept (the dedup window). Default: the module's `idempotency.ttl` (24 h). */
+  ttl?: number;
+}
+
+/** Stored as the fingerprint of the records `once()` writes (it has no request data to compare). */
+const ONCE_FINGERPRINT = 'once';
+
 const MAX_TEXT = 255;
 
 /**
@@ -58,6 +82,7 @@ export class OutboxService {
   constructor(
     protected readonly database: OutboxDatabase,
     protected readonly publisher: OutboxPublisher,
+    @Optional() protected readonly idempotency?: IdempotencyService,
   ) {}
 
   /**
@@ -92,6 +117,92 @@ export class OutboxService {
   /** True when called inside a transaction of the outbox's DataSource. */
   get inTransaction(): boolean {
     return currentTransaction(this.database.dataSource) !== undefined;
+  }
+
+  /**
+   * Runs `work` at most once per (`scope`, `messageId`): in a transaction of the outbox's DataSource together with
+   * the deduplication record of (scope, messageId) — the records, unique constraint and store of the `@Idempotent()`
+   * message handlers, taken the way they take a message's key. Resolves true when `work` ran and committed with the
+   * record; false when the record was already committed (a duplicate: `work` is not called), or when another delivery
+   * committed it first (this run is rolled back). `work` gets the transaction's manager; `manager`, `emit()` and
+   * `transaction()` join it. When `work` throws, everything rolls back, the record too, and the error is rethrown:
+   * a redelivery runs it again. When another transaction holds the record right now (the same message in flight
+   * elsewhere; on PostgreSQL after waiting up to `idempotency.lockTimeout`), it rejects with
+   * `OutboxHandlerInFlightError`: redeliver later (nack/requeue), and the redelivery is skipped if that run committed.
+   */
+  async once(
+    messageId: string,
+    work: (manager: EntityManager) => Promise<unknown>,
+    options: OnceOptions,
+  ): Promise<boolean> {
+    const { scope, key, ttl } = this.onceArguments(messageId, work, options);
+    const idempotency = this.idempotency;
+    if (!idempotency) {
+      throw new OutboxInvalidMessageError(
+        'once() needs the IdempotencyService of OutboxModule: get OutboxService from the app, not with new.',
+      );
+    }
+    const begun = await idempotency.claim(scope, key, ONCE_FINGERPRINT, ttl);
+    if (begun.kind === 'stored') return false;
+    if (begun.kind === 'in-flight') {
+      throw new OutboxHandlerInFlightError(
+        `once(): message ${JSON.stringify(messageId)} of scope ${JSON.stringify(scope)} is being handled in another ` +
+          'transaction right now. Redeliver it later (nack and requeue); it is skipped then if that run committed.',
+      );
+    }
+    const { attempt } = begun;
+    try {
+      await attempt.run(() => work(attempt.context.manager));
+    } catch (error) {
+      await attempt.rollback().catch(() => undefined);
+      throw error;
+    }
+    return attempt.commit({ fingerprint: ONCE_FINGERPRINT, status: null, body: null, headers: null, ttl });
+  }
+
+  /** `once()`'s arguments, checked: the stored scope and key (hashed beyond 255 characters) and the ttl. */
+  protected onceArguments(
+    messageId: unknown,
+    work: unknown,
+    options: OnceOptions | undefined,
+  ): { scope: string; key: string; ttl: number } {
+    if (typeof messageId !== 'string' || messageId.length === 0) {
+      throw new OutboxInvalidMessageError(
+        `once() needs the message's id as its first argument: a non-empty string, got ${describeArgument(messageId)}. ` +
+          "Pass the id the message carries (getOutboxMessageId(data, context) for the outbox's messages).",
+      );
+    }
+    if (typeof work !== 'function') {
+      throw new OutboxInvalidMessageError(
+        `once('${messageId}') needs work as its second argument: async (manager) => …, got ${describeArgument(work)}.`,
+      );
+    }
+    if (options === null || typeof options !== 'object') {
+      throw new OutboxInvalidMessageError(
+        `once('${messageId}') needs { scope } as its third argument: the consumer's name, e.g. ` +
+          "once(id, work, { scope: 'billing.order-placed' }); records are unique per (scope, message id).",
+      );
+    }
+    if (typeof options.scope !== 'string' || options.scope.length === 0) {
+      throw new OutboxInvalidMessageError(
+        `once('${messageId}') needs the scope option: a non-empty string naming the consumer, e.g. ` +
+          `{ scope: 'billing.order-placed' }, got ${describeArgument(options.scope)}. Records are unique per ` +
+          '(scope, message id), so two consumers of one message each run once.',
+      );
+    }
+    const ttl = options.ttl ?? this.idempotency?.defaults.ttl;
+    if (typeof ttl !== 'number' || !Number.isFinite(ttl) || ttl <= 0) {
+      throw new OutboxInvalidMessageError(
+        `once('${messageId}') option ttl must be a number of milliseconds > 0 (how long the record is kept).`,
+      );
+    }
+    if (currentTransaction(this.database.dataSource) && !transactionSourceOf(this.database.dataSource)) {
+      throw new OutboxInvalidMessageError(
+        `once('${messageId}') was called inside a transaction: it opens its own, with the record. Call it outside ` +
+          'outbox.transaction(), and do the work inside it.',
+      );
+    }
+    return { scope: boundedText(options.scope), key: boundedText(messageId), ttl };
   }
 
   /**
@@ -334,6 +445,13 @@ export class OutboxService {
       delay: options.delay,
     };
   }
+}
+
+/** What a wrong argument was, for an error message. */
+function describeArgument(value: unknown): string {
+  if (value === null) return 'null';
+  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
+  return typeof value;
 }
 
 function optionalText(pattern: string, name: string, value: unknown): string | null {
