@@ -3,7 +3,7 @@
  * outbox fails `app.init()` with an `OutboxConfigurationError` naming the handler and the fix — before, a message
  * handler's typo was refused only at its first message, which then was never acked.
  */
-import { Controller, Post } from '@nestjs/common';
+import { Controller, Post, Type } from '@nestjs/common';
 import { EventPattern } from '@nestjs/microservices';
 import { Idempotent, OutboxConfigurationError } from '../src';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
@@ -58,7 +58,7 @@ describe('@Idempotent() options checked at start-up (SQLite)', () => {
   });
 
   /** The error that compiling and initialising an app with `controller` fails with (undefined when it boots). */
-  async function init(controller: Function): Promise<unknown> {
+  async function init(controller: Type<unknown>): Promise<unknown> {
     let app: { init(): Promise<unknown>; close(): Promise<void> } | undefined;
     try {
       const moduleRef = await createOutboxTestingModule({
