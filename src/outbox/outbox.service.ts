@@ -161,7 +161,7 @@ export class OutboxService {
   }
 
   /** `once()`'s arguments, checked: the stored scope and key (hashed beyond 255 characters) and the ttl. */
-  protected onceArguments(
+  private onceArguments(
     messageId: unknown,
     work: unknown,
     options: OnceOptions | undefined,
