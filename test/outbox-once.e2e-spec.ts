@@ -7,6 +7,7 @@ import {
   OutboxMessage,
   OutboxService,
 } from '../src';
+import { clsTransactionalModule } from './fixtures/cls-transactional';
 import { TestOrder } from './fixtures/order.entity';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
 import { useOutboxApp } from './helpers/e2e-fixture';
@@ -149,5 +150,42 @@ for (const kind of kinds) {
         expect(await orders(dataSource, id)).toBe(1);
       });
     }
+  });
+}
+
+for (const kind of kinds) {
+  describeWith(servicesOf(kind), `OutboxService.once() with transactions: 'cls' on ${DATABASE_LABEL[kind]}`, () => {
+    const fx = useOutboxApp(kind, {
+      imports: [clsTransactionalModule(false)],
+      outbox: { transactions: 'cls', publisher: { enabled: false } },
+    });
+
+    it("runs work once in the source's transaction with the record; a throw rolls all back and a retry runs", async () => {
+      const { outbox, dataSource } = fx;
+      const id = randomUUID();
+      const work = async (manager: EntityManager) => {
+        expect(outbox.manager).toBe(manager);
+        await manager.insert(TestOrder, { reference: id, amount: 1 });
+        await outbox.emit(`Applied.${id}`, { id });
+      };
+      const failure = new Error('handler failed');
+      await expect(
+        outbox.once(
+          id,
+          async (manager) => {
+            await work(manager);
+            throw failure;
+          },
+          { scope: SCOPE },
+        ),
+      ).rejects.toBe(failure);
+      expect(await dataSource.getRepository(TestOrder).countBy({ reference: id })).toBe(0);
+      expect(await dataSource.getRepository(IdempotencyRecord).countBy({ scope: SCOPE, key: id })).toBe(0);
+      expect(await outbox.once(id, work, { scope: SCOPE })).toBe(true);
+      expect(await outbox.once(id, work, { scope: SCOPE })).toBe(false);
+      expect(await dataSource.getRepository(TestOrder).countBy({ reference: id })).toBe(1);
+      expect(await dataSource.getRepository(OutboxMessage).countBy({ pattern: `Applied.${id}` })).toBe(1);
+      expect(await dataSource.getRepository(IdempotencyRecord).countBy({ scope: SCOPE, key: id })).toBe(1);
+    });
   });
 }
