@@ -3,37 +3,39 @@ import { runOnConnection } from '../transaction/transaction-runner';
 import type { ClaimedBatch } from './publish-pass';
 
 /**
- * Keeps a claimed batch's lease alive while one of its confirms is late. `keep()` extends the lease of the batch's
- * rows at once, on the database clock and fenced by the claim's owner token, then every third of `leaseMs` until
- * `end()`: no other publisher takes the rows over (and publishes them again) while their first publish may still
- * be confirmed. Each extension that kept every row moves `batch.leaseDeadline` on; one that failed (database down)
- * is tried again at the next tick, and a lost lease is caught by the fenced completion writes.
+ * Keeps a claimed batch's lease alive while it waits for a broker's confirm. From a third of `leaseMs` after the
+ * claim, and every third of `leaseMs` after that until `end()`, the lease of the batch's rows is extended to `leaseMs`
+ * from now — as long as one of its publishes waits for its confirm (`waiting`) — on the database clock and fenced by
+ * the claim's owner token: no other publisher takes the rows over (and publishes them again) while their first
+ * publish may still be confirmed, a late confirm above all. A prompt batch ends before the first extension and costs
+ * nothing; other work (an in-process handler) keeps the lease it was claimed with. Extensions stop after `maxHoldMs` (a publish never waits longer for
+ * its confirm), so a delivery that hangs for good cannot hold its rows for ever. Each extension that kept every row
+ * moves `batch.leaseDeadline` on; one that failed (database down) is tried again at the next tick, and a lost lease
+ * is caught by the fenced completion writes.
  */
 export class BatchLease {
-  private timer?: NodeJS.Timeout;
+  private readonly timer: NodeJS.Timeout;
+  private readonly started = Date.now();
   private extending?: Promise<void>;
   private ended = false;
-  /** True once a late confirm asked to keep the lease. */
-  kept = false;
+  /** Set when a confirm of this batch was late (for the relay's pace). */
+  late = false;
+  /** Publishes of this batch waiting for their broker's confirm. */
+  waiting = 0;
 
   constructor(
     private readonly database: OutboxDatabase,
     private readonly batch: ClaimedBatch,
     private readonly leaseMs: number,
-  ) {}
+    private readonly maxHoldMs: number,
+  ) {
+    this.timer = setInterval(() => this.extend(), Math.max(100, Math.floor(leaseMs / 3)));
+    this.timer.unref();
+  }
 
   /** Local time by which the lease has surely ended (moved on by each extension that kept every row). */
   get deadline(): number {
     return this.batch.leaseDeadline;
-  }
-
-  /** A confirm of this batch is late: extend the lease now and keep extending it until `end()`. */
-  keep(): void {
-    if (this.timer || this.ended) return;
-    this.kept = true;
-    this.extend();
-    this.timer = setInterval(() => this.extend(), Math.max(100, Math.floor(this.leaseMs / 3)));
-    this.timer.unref();
   }
 
   /** The batch's publishes are over: stops extending, after the extension under way. */
@@ -44,7 +46,8 @@ export class BatchLease {
   }
 
   private extend(): void {
-    if (this.extending || this.ended) return;
+    if (Date.now() - this.started > this.maxHoldMs) clearInterval(this.timer);
+    if (this.extending || this.ended || this.waiting === 0 || Date.now() - this.started > this.maxHoldMs) return;
     const { dataSource, dialect, table } = this.database;
     const seqs = this.batch.rows.map((r) => r.seq);
     // The database evaluates its clock after this instant: the new lease surely lasts until `started + leaseMs`.

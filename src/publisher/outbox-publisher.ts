@@ -84,14 +84,14 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   ) {
     this.logger = new Logger(outboxLogContext('OutboxPublisher', database.name));
     this.emitter = new PublisherEventEmitter(this.events, this.logger, database.name);
-    this.delivery = new RowDelivery(
-      moduleRef,
-      options,
-      handlers,
-      idempotency,
-      (row) => this.confirmLate(row),
-      () => this.loop.stopped,
-    );
+    this.delivery = new RowDelivery(moduleRef, options, handlers, idempotency, {
+      waiting: (row, waiting) => {
+        const lease = this.leases.get(row);
+        if (lease) lease.waiting += waiting ? 1 : -1;
+      },
+      late: (row) => this.confirmLate(row),
+      stopping: () => this.loop.stopped,
+    });
     this.failures = new PublishFailureLog(this.logger, (event, payload) => this.emitEvent(event, payload));
     this.pace = new BrokerPace(options.publisher, this.logger);
     const pace = this.pace;
@@ -270,7 +270,8 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     const { owner, rows, leaseDeadline } = batch;
     await this.delivery.brokers.ready();
     const primary = this.delivery.brokers.primary;
-    const lease = new BatchLease(this.database, batch, this.options.publisher.leaseDuration);
+    const { leaseDuration, maxConfirmWait, publishTimeout } = this.options.publisher;
+    const lease = new BatchLease(this.database, batch, leaseDuration, maxConfirmWait + publishTimeout);
     for (const row of rows) this.leases.set(row, lease);
     let outcome: BatchOutcome;
     try {
@@ -278,7 +279,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     } finally {
       await lease.end();
     }
-    this.pace.batchDone(lease.kept, outcome.sent.length);
+    this.pace.batchDone(lease.late, outcome.sent.length);
     return this.complete(owner, rows, outcome);
   }
 
@@ -330,9 +331,10 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     return this.delivery.deliver(client, row);
   }
 
-  /** A confirm of `row` is late on a connected client: keep its batch's lease, slow the pace. */
+  /** A confirm of `row` is late on a connected client: its batch tells the pace, which slows down. */
   private confirmLate(row: ClaimedOutboxRow): void {
-    this.leases.get(row)?.keep();
+    const lease = this.leases.get(row);
+    if (lease) lease.late = true;
     this.pace.confirmLate();
   }
 }

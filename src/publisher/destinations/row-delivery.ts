@@ -31,6 +31,18 @@ import {
 } from './destination-names';
 import { tokenName } from './route.options-validation';
 
+/** What the publisher hears of each row's wait for its broker's confirm. */
+export interface ConfirmWatch {
+  /** A publish of `row` starts (`true`) or ends (`false`) waiting for its confirm. */
+  waiting(row: ClaimedOutboxRow, waiting: boolean): void;
+  /** The confirm of `row` is late on a connected client. */
+  late(row: ClaimedOutboxRow): void;
+  /** True once the publisher is stopping (a late confirm is then no longer waited for). */
+  stopping(): boolean;
+}
+
+const NO_CONFIRM_WATCH: ConfirmWatch = { waiting: () => undefined, late: () => undefined, stopping: () => false };
+
 /** The destinations of a message written as one row for every destination. */
 const EVERY_DESTINATION: readonly string[] = Object.freeze([ALL_DESTINATIONS]);
 
@@ -58,10 +70,8 @@ export class RowDelivery {
     private readonly options: ResolvedOutboxOptions,
     private readonly handlers?: OutboxHandlerRegistry,
     private readonly idempotency?: IdempotencyService,
-    /** Told when a row's broker confirm is late on a connected client (the publisher keeps the lease, slows down). */
-    private readonly confirmLate: (row: ClaimedOutboxRow) => void = () => undefined,
-    /** True once the publisher is stopping (a late confirm is then no longer waited for). */
-    private readonly stopping: () => boolean = () => false,
+    /** What the publisher hears of a row's wait for its broker's confirm (it keeps the lease, slows down, stops). */
+    private readonly confirms: ConfirmWatch = NO_CONFIRM_WATCH,
   ) {
     this.brokers = new BrokerDestinations(moduleRef, options);
     this.inFlight = new InFlightGiveBacks(IN_FLIGHT_GRACE_LEASES * options.publisher.leaseDuration);
@@ -253,13 +263,18 @@ export class RowDelivery {
     try {
       const record = transport.toRecord(message);
       const { publishTimeout, maxConfirmWait } = this.options.publisher;
-      await dispatchConfirmed(target, row.pattern, record, {
-        publishTimeout,
-        maxConfirmWait,
-        connected: () => broker.client.connected,
-        late: () => this.confirmLate(row),
-        stopping: this.stopping,
-      });
+      this.confirms.waiting(row, true);
+      try {
+        await dispatchConfirmed(target, row.pattern, record, {
+          publishTimeout,
+          maxConfirmWait,
+          connected: () => broker.client.connected,
+          late: () => this.confirms.late(row),
+          stopping: this.confirms.stopping,
+        });
+      } finally {
+        this.confirms.waiting(row, false);
+      }
     } catch (error) {
       span?.fail(error);
       throw error;
