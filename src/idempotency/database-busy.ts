@@ -1,3 +1,5 @@
+import { someInErrorChain } from '../util/error-chain';
+
 /**
  * Tells "the database is busy" (it answers, but no connection became free in time, or a statement gave up waiting
  * for a lock or ran past its timeout: answer 503 `database-busy` and let the client retry with the same key) from
@@ -38,26 +40,11 @@ const POOL_WAIT = /timeout exceeded when trying to connect/i;
 
 /** True when `error` (or what it wraps) says the database is saturated: a pool wait, lock wait or statement timeout. */
 export function isDatabaseBusy(error: unknown): boolean {
-  const pending: unknown[] = [error];
-  const seen = new Set<unknown>();
-  while (pending.length > 0 && seen.size < 16) {
-    const current = pending.pop();
-    if (typeof current !== 'object' || current === null || seen.has(current)) continue;
-    seen.add(current);
+  return someInErrorChain(error, (current) => {
     if (current instanceof DatabaseBusyError) return true;
-    const { code, errno, message, driverError, cause, errors } = current as {
-      code?: unknown;
-      errno?: unknown;
-      message?: unknown;
-      driverError?: unknown;
-      cause?: unknown;
-      errors?: unknown;
-    };
+    const { code, errno, message } = current;
     if (typeof code === 'string' && (DRIVER_CODES.has(code) || PG_STATE.test(code))) return true;
     if (typeof errno === 'number' && MYSQL_ERRNOS.has(errno)) return true;
-    if (typeof message === 'string' && POOL_WAIT.test(message)) return true;
-    pending.push(driverError, cause);
-    if (Array.isArray(errors)) pending.push(...errors);
-  }
-  return false;
+    return typeof message === 'string' && POOL_WAIT.test(message);
+  });
 }

@@ -1,3 +1,5 @@
+import { someInErrorChain } from '../util/error-chain';
+
 /**
  * Tells "the database cannot be reached right now" (a transient outage: answer 503 and let the client retry with the
  * same key) from every other database error (a bug or bad data: let it surface). Looks through the wrappers drivers
@@ -49,24 +51,9 @@ const MESSAGES = [
 
 /** True when `error` (or what it wraps) says the database is unreachable or the connection to it was lost. */
 export function isDatabaseUnavailable(error: unknown): boolean {
-  const pending: unknown[] = [error];
-  const seen = new Set<unknown>();
-  while (pending.length > 0 && seen.size < 16) {
-    const current = pending.pop();
-    if (typeof current !== 'object' || current === null || seen.has(current)) continue;
-    seen.add(current);
-    const { code, message, driverError, cause, errors } = current as {
-      code?: unknown;
-      message?: unknown;
-      driverError?: unknown;
-      cause?: unknown;
-      errors?: unknown;
-    };
+  return someInErrorChain(error, ({ code, message }) => {
     if (typeof code === 'string' && (SOCKET_CODES.has(code) || DRIVER_CODES.has(code) || PG_STATE.test(code)))
       return true;
-    if (typeof message === 'string' && MESSAGES.some((pattern) => pattern.test(message))) return true;
-    pending.push(driverError, cause);
-    if (Array.isArray(errors)) pending.push(...errors);
-  }
-  return false;
+    return typeof message === 'string' && MESSAGES.some((pattern) => pattern.test(message));
+  });
 }
