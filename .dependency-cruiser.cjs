@@ -1,18 +1,22 @@
 /**
  * The import rules of src/ (run by `npm run deps:check`, in CI): no circle, and no import that runs up the layers.
  * Layers, lowest first; a file may import its own layer and any lower one:
- *   0 foundation  errors, constants, module definition, events (channels + payload types), util, scheduling
- *                 (intervals, the cleanup-task registry) — and, wherever they sit, the declarations below
- *   1 schema      entities, column transformers, migrations
- *   2 dialects    the database hub, the shared SQL base, the contract and resolver, one folder per database
- *   3 transaction the ambient transaction: context, runner, source registry, sources
- *   4 transports  per-transport message building, incoming message ids, client resolution
- *   5 idempotency keys: stores per database (idempotency/stores/), service, interceptor
- *   6 relay       publisher loop and pass, its destinations, in-process handlers (handlers/), failure reporting,
- *                 cleanup
- *   7 operating   OutboxService, dead letters, schema check, health, tracing, observability (metrics: they read the
- *                 publisher's events and the dialect's stats), testing kit, console
- *   8 module      outbox.module.ts, index.ts
+ *   0 foundation   errors, constants, module definition, events (channels + payload types), util, scheduling
+ *                  (intervals, the cleanup-task and relay registries) — and, wherever they sit, the declarations below
+ *   1 schema       entities, column transformers, migrations
+ *   2 dialects     the database hub, the shared SQL base, the contract and resolver, one folder per database
+ *   3 transaction  the ambient transaction: context, runner, source registry, sources
+ *   4 transports   per-transport message building, incoming message ids, client resolution
+ *   5 destinations where messages go: brokers and their clients, routes, destination names, the @OnOutboxEvent()
+ *                  handlers found in the app (handlers/: registry, decorator, context)
+ *   6 idempotency  keys: stores per database (idempotency/stores/), service, interceptor
+ *   7 write        OutboxService (emit, transaction, once), dead letters, schema check (outbox/): it reaches the
+ *                  relay only through the relay registry of layer 0, never by importing it
+ *   8 relay        publisher loop and pass, row delivery, running in-process handlers (handlers/), failure reporting,
+ *                  cleanup
+ *   9 operating    the provider list, health, tracing, observability (metrics: they read the publisher's events and
+ *                  the dialect's stats), testing kit, console
+ *  10 module       outbox.module.ts, index.ts
  *
  * Declarations are layer 0 wherever they sit: option files (`*.options.ts`, `*.options-validation.ts`) and contract
  * types files (`*.types.ts`). The module's options (src/outbox.options.ts, layer 0 because every layer reads them)
@@ -22,20 +26,20 @@
  */
 const DECLARATIONS = '^src/.+\\.(options|options-validation|types)\\.ts$';
 const SPEC = '\\.spec\\.ts$';
+/** The files of handlers/ that find the @OnOutboxEvent() handlers (destinations); the rest run them (relay). */
+const HANDLER_DISCOVERY = '(outbox-handler-registry|on-outbox-event\\.decorator|outbox-event-context)\\.ts$';
 
 const LAYERS = [
-  [
-    '^src/(errors|outbox\\.constants|outbox\\.module-definition)\\.ts$',
-    '^src/(events|util|scheduling)/',
-    DECLARATIONS,
-  ],
+  ['^src/(errors|outbox\\.constants|outbox\\.module-definition)\\.ts$', '^src/(events|util|scheduling)/', DECLARATIONS],
   ['^src/schema/'],
   ['^src/dialects/'],
   ['^src/transaction/'],
   ['^src/transports/'],
+  ['^src/destinations/', `^src/handlers/${HANDLER_DISCOVERY}`],
   ['^src/idempotency/'],
-  ['^src/(publisher|cleanup|handlers)/'],
-  ['^src/(outbox|health|tracing|observability|testing|console)/'],
+  ['^src/outbox/'],
+  ['^src/(publisher|cleanup)/', `^src/handlers/(?!${HANDLER_DISCOVERY})`],
+  ['^src/outbox\\.providers\\.ts$', '^src/(health|tracing|observability|testing|console)/'],
   ['^src/(outbox\\.module|index)\\.ts$'],
 ];
 
@@ -44,7 +48,8 @@ LAYERS.forEach((lower, i) => {
   LAYERS.slice(i + 1).forEach((higher, j) => {
     upward.push({
       name: `no-upward-${i}-to-${i + 1 + j}`,
-      comment: 'An import runs up the layers (see the list at the top of .dependency-cruiser.cjs): move the file down or the code up.',
+      comment:
+        'An import runs up the layers (see the list at the top of .dependency-cruiser.cjs): move the file down or the code up.',
       severity: 'error',
       // A declaration under a feature's folder belongs to layer 0 only, not also to its folder's layer.
       from: { path: lower.join('|'), pathNot: i === 0 ? SPEC : [SPEC, DECLARATIONS] },

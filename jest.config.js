@@ -26,7 +26,11 @@ module.exports = {
       testMatch: ['**/*.e2e-spec.ts'],
       transform,
       // The sample imports the library by its package name, as an installed app would; tests map it to src.
-      moduleNameMapper: { '^nestjs-outbox$': '<rootDir>/src/index.ts' },
+      moduleNameMapper: {
+        '^nestjs-outbox$': '<rootDir>/src/index.ts',
+        '^nestjs-outbox/console$': '<rootDir>/src/console/index.ts',
+        '^nestjs-outbox/testing$': '<rootDir>/src/testing/index.ts',
+      },
     },
   ],
 };

@@ -5,7 +5,11 @@
  * inside a transaction that is rolled back.
  */
 import { DataSource } from 'typeorm';
-import { IdempotencyRecord, IdempotencyStep, OutboxAttempt, OutboxKeyLock, OutboxMessage } from '../src';
+import { OutboxMessage } from '../src';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
+import { IdempotencyStep } from '../src/schema/idempotency-step.entity';
+import { OutboxAttempt } from '../src/schema/outbox-attempt.entity';
+import { OutboxKeyLock } from '../src/schema/outbox-key-lock.entity';
 import type { SqlOutboxDialect } from '../src/dialects/sql-dialect.base';
 import { MysqlOutboxDialect } from '../src/dialects/mysql/mysql.dialect';
 import { PostgresOutboxDialect } from '../src/dialects/postgres/postgres.dialect';

@@ -4,9 +4,18 @@
  * Baseline: the same consumer, fed by a raw amqplib confirm channel at the same rate (the broker's own floor).
  */
 import { performance } from 'node:perf_hooks';
-import { OutboxService } from '../src';
+import { OutboxPublisher, OutboxService } from '../src';
 import { percentile, type Bench } from './bench-kit';
-import { AMQP_URL, createBenchDatabase, deleteQueue, sleep, startOutboxApp, uniqueName } from './relay-support';
+import {
+  AMQP_URL,
+  createBenchDatabase,
+  deleteQueue,
+  PG,
+  PG_LOGICAL,
+  sleep,
+  startOutboxApp,
+  uniqueName,
+} from './relay-support';
 
 /** Offered load: rate per second, measured messages, and warm-up messages left out of the figures. */
 export interface LatencyLoad {
@@ -101,10 +110,18 @@ async function baseline(queue: string, { rate, messages, warmup }: LatencyLoad) 
   return { values: latencies(sent, received, warmup), offered };
 }
 
-async function library(database: string, queue: string, { rate, messages, warmup }: LatencyLoad) {
+/** How the library's publisher finds new rows: polling (woken by the commit), or PostgreSQL's WAL stream. */
+export type LatencyMode = 'poll' | 'wal';
+
+async function library(database: string, queue: string, { rate, messages, warmup }: LatencyLoad, mode: LatencyMode) {
   const received = new Map<string, number>();
   const stop = await startConsumer(queue, received);
-  const app = await startOutboxApp(database, queue);
+  const app =
+    mode === 'wal'
+      ? await startOutboxApp(database, queue, { publisher: { mode: 'wal' } }, PG_LOGICAL)
+      : await startOutboxApp(database, queue);
+  await app.init();
+  while (mode === 'wal' && app.get(OutboxPublisher).walState !== 'streaming') await sleep(50);
   const sent = new Map<string, number>();
   let offered = 0;
   try {
@@ -126,15 +143,18 @@ async function library(database: string, queue: string, { rate, messages, warmup
   return { values: latencies(sent, received, warmup), offered };
 }
 
-/** The latency benchmark at `load`: the raw-amqplib floor, then the library, in one run. */
-export function latencyBench(load: LatencyLoad, name: string): Bench {
+/**
+ * The latency benchmark at `load`: the raw-amqplib floor, then the library, in one run. `mode: 'wal'` runs the
+ * library on the second cluster (`wal_level = logical`, port 5433, .ci/pg-logical.sh) with `publisher.mode: 'wal'`.
+ */
+export function latencyBench(load: LatencyLoad, name: string, mode: LatencyMode = 'poll'): Bench {
   return async () => {
-    const db = await createBenchDatabase();
+    const db = await createBenchDatabase(mode === 'wal' ? PG_LOGICAL : PG);
     const queue = uniqueName(`bench-${name}`);
     try {
       const base = await baseline(`${queue}-baseline`, load);
       await deleteQueue(`${queue}-baseline`);
-      const lib = await library(db.name, queue, load);
+      const lib = await library(db.name, queue, load, mode);
       await deleteQueue(queue);
       const row = (path: string, { values: v, offered }: { values: number[]; offered: number }) => ({
         path,
@@ -149,9 +169,13 @@ export function latencyBench(load: LatencyLoad, name: string): Bench {
       return {
         table: [
           row('raw amqplib publish → consumer (floor)', base),
-          row('commit → publisher → consumer (defaults)', lib),
+          row(
+            mode === 'wal' ? "commit → WAL relay (mode 'wal') → consumer" : 'commit → publisher → consumer (defaults)',
+            lib,
+          ),
         ],
         fields: {
+          mode,
           rate_per_s: load.rate,
           offered_per_s: Math.round(lib.offered),
           messages: lib.values.length,

@@ -10,17 +10,15 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import {
-  IdempotencyRecord,
-  IdempotencyStep,
-  OutboxAttempt,
-  OutboxKeyLock,
-  OutboxMessage,
-  OutboxModule,
-  OutboxModuleOptions,
-} from '../src';
+import { OutboxMessage, OutboxModule, OutboxModuleOptions } from '../src';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
+import { IdempotencyStep } from '../src/schema/idempotency-step.entity';
+import { OutboxAttempt } from '../src/schema/outbox-attempt.entity';
+import { OutboxKeyLock } from '../src/schema/outbox-key-lock.entity';
 
 export const PG = { host: '127.0.0.1', port: 5432, user: 'postgres' };
+/** The second cluster, with `wal_level = logical` (.ci/pg-logical.sh), for the WAL relay. */
+export const PG_LOGICAL = { ...PG, port: 5433 };
 export const AMQP_URL = 'amqp://guest:guest@127.0.0.1:5672';
 
 export function uniqueName(prefix: string): string {
@@ -28,16 +26,16 @@ export function uniqueName(prefix: string): string {
 }
 
 /** A fresh PostgreSQL database with the library's four tables (created by TypeORM), as the startup check needs. */
-export async function createBenchDatabase(): Promise<{ name: string; drop: () => Promise<void> }> {
+export async function createBenchDatabase(pg = PG): Promise<{ name: string; drop: () => Promise<void> }> {
   const name = uniqueName('outbox_bench');
-  const admin = new Client({ ...PG, database: 'postgres' });
+  const admin = new Client({ ...pg, database: 'postgres' });
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}`);
   await admin.end();
   const entities = [OutboxMessage, OutboxKeyLock, OutboxAttempt, IdempotencyRecord, IdempotencyStep];
   const ds = new DataSource({
     type: 'postgres',
-    ...PG,
+    ...pg,
     username: 'postgres',
     database: name,
     entities,
@@ -48,8 +46,9 @@ export async function createBenchDatabase(): Promise<{ name: string; drop: () =>
   return {
     name,
     drop: async () => {
-      const a = new Client({ ...PG, database: 'postgres' });
+      const a = new Client({ ...pg, database: 'postgres' });
       await a.connect();
+      await a.query(`SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1`, [name]);
       await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await a.end();
     },
@@ -81,8 +80,8 @@ export async function insertRows(
   );
 }
 
-export async function pgClient(database: string): Promise<Client> {
-  const client = new Client({ ...PG, database });
+export async function pgClient(database: string, pg = PG): Promise<Client> {
+  const client = new Client({ ...pg, database });
   await client.connect();
   return client;
 }
@@ -92,12 +91,13 @@ export async function startOutboxApp(
   database: string,
   queue: string,
   outbox: Omit<OutboxModuleOptions, 'client'> = {},
+  pg = PG,
 ) {
   @Module({
     imports: [
       TypeOrmModule.forRoot({
         type: 'postgres',
-        ...PG,
+        ...pg,
         username: 'postgres',
         database,
         autoLoadEntities: true,

@@ -12,13 +12,13 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Bench } from './bench-kit';
+import { handWrittenRelay, libraryDrain } from './relay-drain';
 import {
   AMQP_URL,
   createBenchDatabase,
   deleteQueue,
   insertRows,
   pgClient,
-  sleep,
   startOutboxApp,
   uniqueName,
 } from './relay-support';
@@ -27,25 +27,15 @@ const ROWS = Number(process.env.RELAY_BENCH_ROWS ?? 50_000);
 const ROUNDS = Number(process.env.RELAY_BENCH_ROUNDS ?? 2);
 const BATCH = 500;
 
+/** The hand-written relay on RabbitMQ: each claimed batch sent on a confirm channel, one confirm wait. */
 async function baselineRelay(database: string, queue: string): Promise<number> {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const amqp = require('amqplib') as typeof import('amqplib');
-  const pg = await pgClient(database);
   const connection = await amqp.connect(AMQP_URL);
   const channel = await connection.createConfirmChannel();
   await channel.assertQueue(queue, { durable: true });
   try {
-    const started = performance.now();
-    let moved = 0;
-    for (;;) {
-      await pg.query('BEGIN');
-      const { rows } = await pg.query(
-        `SELECT seq, message_id, pattern, payload FROM outbox_messages WHERE status = 'pending' ORDER BY seq LIMIT ${BATCH} FOR UPDATE SKIP LOCKED`,
-      );
-      if (rows.length === 0) {
-        await pg.query('COMMIT');
-        break;
-      }
+    return await handWrittenRelay(database, async (rows) => {
       for (const row of rows) {
         const content = Buffer.from(JSON.stringify({ pattern: row.pattern, data: JSON.parse(row.payload) }));
         channel.sendToQueue(queue, content, {
@@ -55,22 +45,14 @@ async function baselineRelay(database: string, queue: string): Promise<number> {
         });
       }
       await channel.waitForConfirms();
-      await pg.query(
-        `UPDATE outbox_messages SET status = 'sent', sent_at = (extract(epoch from clock_timestamp()) * 1000)::bigint WHERE seq = ANY($1::bigint[])`,
-        [rows.map((r) => r.seq)],
-      );
-      await pg.query('COMMIT');
-      moved += rows.length;
-    }
-    return moved / ((performance.now() - started) / 1000);
+    });
   } finally {
     await connection.close().catch(() => undefined);
-    await pg.end();
   }
 }
 
 /** The broker's own rate: ROWS messages like the relays', published 500 at a time on a confirm channel. */
-async function brokerOnly(queue: string): Promise<number> {
+export async function brokerOnly(queue: string): Promise<number> {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const amqp = require('amqplib') as typeof import('amqplib');
   const connection = await amqp.connect(AMQP_URL);
@@ -90,36 +72,6 @@ async function brokerOnly(queue: string): Promise<number> {
     return ROWS / ((performance.now() - started) / 1000);
   } finally {
     await connection.close().catch(() => undefined);
-  }
-}
-
-/**
- * Starts an app whose publisher (defaults) drains the table on bootstrap. Timed from before the app starts
- * (TypeORM and broker connections included, so the library's figure is conservative) to the last `sent_at`.
- */
-async function libraryRelay(database: string, queue: string): Promise<number> {
-  const pg = await pgClient(database);
-  try {
-    const { rows } = await pg.query(`SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS t`);
-    const started = Number(rows[0].t);
-    const app = await startOutboxApp(database, queue);
-    try {
-      for (;;) {
-        await sleep(200);
-        const { rows: left } = await pg.query(
-          `SELECT count(*)::int AS n FROM outbox_messages WHERE status = 'pending'`,
-        );
-        if (left[0].n === 0) break;
-      }
-    } finally {
-      await app.close();
-    }
-    const { rows: end } = await pg.query(
-      `SELECT max(sent_at)::bigint AS t, count(*)::int AS n FROM outbox_messages WHERE status = 'sent'`,
-    );
-    return Number(end[0].n) / ((Number(end[0].t) - started) / 1000);
-  } finally {
-    await pg.end();
   }
 }
 
@@ -143,7 +95,7 @@ const bench: Bench = async () => {
         await pg.query('TRUNCATE outbox_messages CASCADE');
         await insertRows(pg, ROWS);
         await pg.query('VACUUM ANALYZE outbox_messages');
-        library.push(await libraryRelay(db.name, queue));
+        library.push(await libraryDrain(db.name, () => startOutboxApp(db.name, queue)));
         await deleteQueue(queue);
 
         broker.push(await brokerOnly(`${queue}-broker`));

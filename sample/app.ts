@@ -1,11 +1,12 @@
 import { INestApplication, Logger, LoggerService, LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { MicroserviceOptions, Transport } from '@nestjs/microservices';
-import { OutboxEnvelopeDeserializer } from 'nestjs-outbox';
+import { OutboxEnvelopeDeserializer, OutboxJetStreamServer } from 'nestjs-outbox';
 import { SampleAppModule } from './app.module';
 import type { SampleBroker, SampleConfig } from './config';
 import { ProblemDetailsFilter } from './http/problem-details.filter';
 import { sampleValidationPipe } from './http/validation';
+import { ensureSampleStream } from './jetstream';
 
 /**
  * Builds the shop as a hybrid app: the HTTP API, plus the `OrderPlaced` consumer as a microservice of the same
@@ -15,6 +16,7 @@ export async function createSampleApp(
   config: SampleConfig,
   options: { logger?: LoggerService | LogLevel[] | false } = {},
 ): Promise<INestApplication> {
+  if (config.broker.jetStream) await ensureSampleStream(config.broker.options, config.broker.jetStream.stream);
   const app = await NestFactory.create(SampleAppModule.forRoot(config), {
     logger: options.logger,
     abortOnError: false,
@@ -52,6 +54,12 @@ export async function startSampleApp(
 
 /** The consumer's side of the broker: the producer's connection options plus what a safe consumer needs. */
 export function consumerOptions(broker: SampleBroker): MicroserviceOptions {
+  if (broker.jetStream) {
+    // A durable JetStream consumer: acknowledged once the handler's transaction committed, redelivered otherwise.
+    const { stream, consumer } = broker.jetStream;
+    const connection = broker.options;
+    return { strategy: new OutboxJetStreamServer({ connection, stream, consumer, filterSubjects: ['OrderPlaced'] }) };
+  }
   switch (broker.transport) {
     case Transport.TCP:
     case Transport.REDIS:

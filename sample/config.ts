@@ -1,4 +1,6 @@
-import { ClientOptions, Transport } from '@nestjs/microservices';
+import type { Type } from '@nestjs/common';
+import { ClientOptions, ClientProxy, Transport } from '@nestjs/microservices';
+import { OutboxJetStreamClient } from 'nestjs-outbox';
 import { isAbsolute, join, resolve } from 'node:path';
 import type { DataSourceOptions } from 'typeorm';
 
@@ -10,6 +12,7 @@ import type { DataSourceOptions } from 'typeorm';
  * | `DATABASE_URL` | `sqlite:sample/data/shop.sqlite`          | `postgres://postgres@127.0.0.1:5432/shop`, `mysql://root@127.0.0.1:3306/shop` |
  * | `BROKER_URL`   | `tcp://127.0.0.1:<PORT + 1>` (in process) | `amqp://guest:guest@127.0.0.1:5672`, `nats://127.0.0.1:4222`, `redis://127.0.0.1:6379`, `mqtt://127.0.0.1:1883` |
  * | `BROKER_QUEUE` | `sample-shop`                             | RabbitMQ queue the consumer reads                     |
+ * | `NATS_STREAM`  | (none: core NATS)                         | With `BROKER_URL=nats://…`: relay to and consume from this JetStream stream (`SAMPLE_SHOP`; created when missing) |
  * | `PORT`         | `3000`                                    | HTTP port                                             |
  * | `CONSOLE_TOKEN`| `local-console-token` (local use only!)   | The operator's token for the outbox console at `/console` |
  */
@@ -37,6 +40,12 @@ export interface SampleBroker {
   /** Options shared by `ClientsModule` and `connectMicroservice` (the consumer adds its own on top). */
   options: Record<string, unknown>;
   label: string;
+  /**
+   * On NATS with `NATS_STREAM`: JetStream instead of core NATS — the outbox publishes through
+   * `OutboxJetStreamClient` (sent once the stream's PubAck came) and the consumer reads the durable consumer
+   * `consumer` through `OutboxJetStreamServer` (acknowledged after the handler's transaction committed).
+   */
+  jetStream?: { stream: string; consumer: string };
 }
 
 /** A bad environment variable: says which one and what it accepts. */
@@ -52,7 +61,11 @@ export function readSampleConfig(env: NodeJS.ProcessEnv = process.env): SampleCo
   const { database, label: databaseLabel } = parseDatabaseUrl(
     env.DATABASE_URL ?? `sqlite:${join(SAMPLE_DATA_DIR, 'shop.sqlite')}`,
   );
-  const broker = parseBrokerUrl(env.BROKER_URL ?? `tcp://127.0.0.1:${port + 1}`, env.BROKER_QUEUE ?? 'sample-shop');
+  const broker = parseBrokerUrl(
+    env.BROKER_URL ?? `tcp://127.0.0.1:${port + 1}`,
+    env.BROKER_QUEUE ?? 'sample-shop',
+    env.NATS_STREAM,
+  );
   const consoleToken = env.CONSOLE_TOKEN ?? DEFAULT_CONSOLE_TOKEN;
   if (consoleToken.length < 8) throw new SampleConfigError('CONSOLE_TOKEN must be at least 8 characters long.');
   return { port, database, databaseLabel, broker, consoleToken };
@@ -82,8 +95,11 @@ export function parseDatabaseUrl(raw: string): { database: DataSourceOptions; la
   }
 }
 
-export function parseBrokerUrl(raw: string, queue: string): SampleBroker {
+export function parseBrokerUrl(raw: string, queue: string, natsStream?: string): SampleBroker {
   const url = parseUrl(raw, 'BROKER_URL');
+  if (natsStream !== undefined && url.protocol !== 'nats:') {
+    throw new SampleConfigError(`NATS_STREAM goes with BROKER_URL=nats://…; got ${url.protocol}//…`);
+  }
   const host = url.hostname || '127.0.0.1';
   switch (url.protocol) {
     case 'tcp:':
@@ -101,6 +117,19 @@ export function parseBrokerUrl(raw: string, queue: string): SampleBroker {
         label: `RabbitMQ ${url.host}, queue ${queue}`,
       };
     case 'nats:':
+      if (natsStream !== undefined) {
+        if (!/^[A-Za-z0-9_-]+$/.test(natsStream)) {
+          throw new SampleConfigError(
+            `NATS_STREAM must be a stream name (letters, digits, _ and -); got ${natsStream}`,
+          );
+        }
+        return {
+          transport: Transport.NATS,
+          options: { servers: [raw] },
+          label: `NATS JetStream ${url.host}, stream ${natsStream}`,
+          jetStream: { stream: natsStream, consumer: queue },
+        };
+      }
       return { transport: Transport.NATS, options: { servers: [raw] }, label: `NATS ${url.host}` };
     case 'redis:':
       return {
@@ -123,6 +152,11 @@ export function parseBrokerUrl(raw: string, queue: string): SampleBroker {
 
 /** The producer's `ClientsModule` registration for `broker`. */
 export function brokerClientOptions(broker: SampleBroker): ClientOptions {
+  if (broker.jetStream) {
+    // The cast: Nest 11 types `customClass` as Type<ClientProxy<…, string>>, which ClientNats's status type misses.
+    const customClass = OutboxJetStreamClient as Type<ClientProxy>;
+    return { customClass, options: { ...broker.options, stream: broker.jetStream.stream } } as ClientOptions;
+  }
   return { transport: broker.transport, options: { ...broker.options } } as ClientOptions;
 }
 

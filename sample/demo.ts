@@ -1,5 +1,6 @@
 /**
- * `npm run sample:demo`: drives the sample shop through the four cases and prints what happened.
+ * `npm run sample:demo`: drives the sample shop through the four cases, then a message that goes dead and is
+ * requeued, and prints what happened.
  *
  * Talks to the sample at SAMPLE_URL (default http://localhost:$PORT, PORT defaulting to 3000). When nothing answers
  * there, it starts one with `npm run sample` (embedded SQLite + TCP), runs the demo, and stops it again.
@@ -7,6 +8,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
+import { DEFAULT_CONSOLE_TOKEN } from './config';
 
 type Print = (line: string) => void;
 
@@ -16,7 +18,7 @@ interface Reply {
   replayed: boolean;
 }
 
-/** Runs the four cases against the sample at `baseUrl`. Every id is fresh, so it can run again and again. */
+/** Runs the four cases (and a dead letter's requeue) against the sample at `baseUrl`. Every id is fresh, so it can run again and again. */
 export async function runDemo(baseUrl: string, print: Print = console.log): Promise<void> {
   const run = randomBytes(3).toString('hex');
   const http = client(baseUrl);
@@ -41,6 +43,7 @@ export async function runDemo(baseUrl: string, print: Print = console.log): Prom
   print(`   no Idempotency-Key at all → ${r.status}: ${r.body.detail ?? r.body.title}`);
   r = await http.get(`/payments/${payment.reference}`);
   print(`   GET /payments/${payment.reference} → charges: ${r.body.charges}`);
+  await printTrace(http, payKey, print);
 
   // 2 ───────────────────────────────────────────────────────────────────────────────────────────────────────
   print('');
@@ -82,6 +85,7 @@ export async function runDemo(baseUrl: string, print: Print = console.log): Prom
   );
   r = await http.get('/outbox');
   print(`   GET /outbox → ${JSON.stringify(r.body)}`);
+  await printTrace(http, `order-1-${run}`, print);
 
   // 3 ───────────────────────────────────────────────────────────────────────────────────────────────────────
   print('');
@@ -112,6 +116,35 @@ export async function runDemo(baseUrl: string, print: Print = console.log): Prom
   r = await http.post('/signups', { email }, `signup-other-${run}`);
   print(`   a new key for the same email → ${r.status}: ${r.body.detail}`);
 
+  // 5 ───────────────────────────────────────────────────────────────────────────────────────────────────────
+  print('');
+  print('5. A message its consumer cannot apply goes dead, and a requeue applies it once after the fix');
+  const held = `held-${run}`;
+  r = await http.put(`/customers/${held}/hold`);
+  print(`   PUT /customers/${held}/hold → ${r.status}: the consumer refuses this customer's orders`);
+  const heldKey = `order-held-${run}`;
+  r = await http.post('/orders', { customerId: held, reference: `held-${run}`, amount: 1200 }, heldKey);
+  print(`   POST /orders of 1,200 for ${held} → ${r.status}: order ${r.body.id} and its event committed`);
+  const dead = await waitForState(http, heldKey, 'dead');
+  const deadRow = dead.destinations.find((d: any) => d.state === 'dead');
+  print(
+    `   OrderPlaced ${dead.messageId} at ${deadRow.destination}: dead after ${deadRow.attempts} attempt, not retried: ${deadRow.lastError}`,
+  );
+  r = await http.delete(`/customers/${held}/hold`);
+  print(`   DELETE /customers/${held}/hold → ${r.status}: the cause is fixed`);
+  r = await http.console('POST', '/console/api/dry-run', { ids: [dead.messageId] });
+  const why = (r.body.results ?? [])
+    .flatMap((x: any) => [x.error, ...(x.targets ?? []).map((t: any) => t.error)])
+    .find((e: any) => e);
+  print(
+    `   POST /console/api/dry-run (the console's Try, rolled back) → ${r.body.ok} of ${r.body.tried} would succeed${why ? ` (${why.errorClass}: ${why.message})` : ''}`,
+  );
+  r = await http.console('POST', '/console/api/requeue', { ids: [dead.messageId] });
+  print(`   POST /console/api/requeue → ${r.body.count} requeued`);
+  const heldTotals = await waitFor(http, `/customers/${held}`, (c) => c.orders >= 1, 'the requeued order to apply');
+  print(`   GET /customers/${held} → orders ${heldTotals.orders}, totalSpent ${heldTotals.totalSpent}: applied once`);
+  await printTrace(http, heldKey, print);
+
   // Totals ──────────────────────────────────────────────────────────────────────────────────────────────────
   print('');
   print('Final totals');
@@ -122,8 +155,14 @@ export async function runDemo(baseUrl: string, print: Print = console.log): Prom
 }
 
 function client(baseUrl: string) {
-  const send = async (method: string, path: string, body?: unknown, key?: string): Promise<Reply> => {
-    const headers: Record<string, string> = { accept: 'application/json' };
+  const send = async (
+    method: string,
+    path: string,
+    body?: unknown,
+    key?: string,
+    extra: Record<string, string> = {},
+  ): Promise<Reply> => {
+    const headers: Record<string, string> = { accept: 'application/json', ...extra };
     if (body !== undefined) headers['content-type'] = 'application/json';
     if (key !== undefined) headers['idempotency-key'] = key;
     const response = await fetch(new URL(path, baseUrl), {
@@ -140,10 +179,53 @@ function client(baseUrl: string) {
     }
     return { status: response.status, body: parsed, replayed: response.headers.get('idempotent-replayed') === 'true' };
   };
+  const token = process.env.CONSOLE_TOKEN ?? DEFAULT_CONSOLE_TOKEN;
   return {
-    get: (path: string) => send('GET', path),
+    get: (path: string, headers?: Record<string, string>) => send('GET', path, undefined, undefined, headers),
     post: (path: string, body: unknown, key?: string) => send('POST', path, body, key),
+    put: (path: string) => send('PUT', path),
+    delete: (path: string) => send('DELETE', path),
+    /** A call to the console's API as an operator: its token, and the header its state-changing calls require. */
+    console: (method: 'GET' | 'POST', path: string, body?: unknown) =>
+      send(method, path, body, undefined, { 'x-console-token': token, 'x-outbox-console': '1' }),
   };
+}
+
+/**
+ * Prints what the request of idempotency key `key` caused, from the console's trace API (`OutboxService.trace()`):
+ * its record, the messages it emitted, and the consumers that applied them (the operator's token: CONSOLE_TOKEN).
+ */
+async function printTrace(http: ReturnType<typeof client>, key: string, print: Print): Promise<void> {
+  const r = await http.console('GET', `/console/api/trace?id=${encodeURIComponent(key)}`);
+  if (r.status !== 200 || !r.body.request) {
+    print(`   trace of ${key}: ${r.status} ${r.body.detail ?? 'no record'}`);
+    return;
+  }
+  const request = r.body.request;
+  print(`   trace of ${key} (GET /console/api/trace): request ${request.state}, HTTP ${request.responseStatus}`);
+  if (request.emitted.length === 0) print('     emitted no message');
+  const message = (m: any, indent: string): void => {
+    const appliedBy = m.consumers.map((c: any) => c.scope).join(', ') || 'no consumer in this database yet';
+    print(`${indent}${m.pattern} ${m.messageId}: ${m.state}; applied by ${appliedBy}`);
+    for (const c of m.consumers) for (const next of c.emitted) message(next, `${indent}  `);
+  };
+  for (const m of request.emitted) message(m, '     ');
+}
+
+/** Waits until the first message emitted by the request of key `key` is in `state` (the console's trace API). */
+async function waitForState(http: ReturnType<typeof client>, key: string, state: string): Promise<any> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const r = await http.console('GET', `/console/api/trace?id=${encodeURIComponent(key)}`);
+    const message = r.body?.request?.emitted?.[0];
+    if (message?.state === state) return message;
+    if (Date.now() > deadline) {
+      throw new Error(
+        `Gave up after 30 s waiting for the message of ${key} to be ${state} (last: ${JSON.stringify(r.body)})`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
 
 function replayedOrNot(r: Reply): string {

@@ -28,7 +28,7 @@ import { OutboxService } from './outbox/outbox.service';
 import { OutboxPublisher } from './publisher/outbox-publisher';
 import { OutboxHealthIndicator } from './health/outbox-health.indicator';
 import { namedOutboxProviders } from './util/named-providers';
-import { OUTBOX_PROVIDERS } from './outbox/outbox-providers';
+import { OUTBOX_PROVIDERS } from './outbox.providers';
 
 /** The providers an outbox exports (under class tokens for the default DataSource, named tokens otherwise). */
 const OUTBOX_EXPORTS: readonly Type<unknown>[] = [

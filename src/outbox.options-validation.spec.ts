@@ -22,6 +22,11 @@ describe('resolveOutboxOptions', () => {
     expect(given.publisher.instanceId).toBe('pod-7');
   });
 
+  it("makes expired messages dead by default; keeps onExpired: 'drop'", () => {
+    expect(resolveOutboxOptions({ client: 'B' }).publisher.onExpired).toBe('dead');
+    expect(resolveOutboxOptions({ client: 'B', publisher: { onExpired: 'drop' } }).publisher.onExpired).toBe('drop');
+  });
+
   it.each([
     [
       'a negative history limit',
@@ -37,9 +42,23 @@ describe('resolveOutboxOptions', () => {
     ['an empty instance id', { publisher: { instanceId: '' } }, /`publisher\.instanceId` must be a non-empty string/],
     ['a 256-character instance id', { publisher: { instanceId: 'x'.repeat(256) } }, /at most 255 characters/],
     ['a numeric instance id', { publisher: { instanceId: 7 } }, /`publisher\.instanceId` must be a non-empty string/],
+    ['an unknown onExpired', { publisher: { onExpired: 'delete' } }, /`publisher\.onExpired` must be 'dead' or 'drop'/],
   ])('refuses %s', (_what, options, message) => {
     expect(() => resolveOutboxOptions({ client: 'B', ...(options as object) })).toThrow(OutboxConfigurationError);
     expect(() => resolveOutboxOptions({ client: 'B', ...(options as object) })).toThrow(message);
+  });
+
+  it('leaves editing dead letters off by default; keeps deadLetters.allowEdit: true', () => {
+    expect(resolveOutboxOptions({ client: 'B' }).deadLetters).toEqual({ allowEdit: false });
+    expect(resolveOutboxOptions({ client: 'B', deadLetters: { allowEdit: true } }).deadLetters).toEqual({
+      allowEdit: true,
+    });
+    expect(() => resolveOutboxOptions({ client: 'B', deadLetters: { allowEdit: 'yes' } as never })).toThrow(
+      /deadLetters\.allowEdit/,
+    );
+    expect(() => resolveOutboxOptions({ client: 'B', deadLetters: { alowEdit: true } as never })).toThrow(
+      /deadLetters\.alowEdit/,
+    );
   });
 
   it('keeps schemaCheck: false', () => {
@@ -72,6 +91,17 @@ describe('resolveOutboxOptions', () => {
   it('raises the default lease when a long publishTimeout would outlive it', () => {
     const { publisher } = resolveOutboxOptions({ client: 'B', publisher: { publishTimeout: 60_000 } });
     expect(publisher.leaseDuration).toBeGreaterThanOrEqual(61_000);
+  });
+
+  it.each([
+    ['neither set', {}, 10_000, 30_000],
+    ['a short lease alone', { leaseDuration: 3_000 }, 1_000, 3_000],
+    ['a lease of 15 s alone', { leaseDuration: 15_000 }, 5_000, 15_000],
+    ['a long lease alone (never above the default)', { leaseDuration: 120_000 }, 10_000, 120_000],
+    ['both set (kept as given)', { leaseDuration: 3_000, publishTimeout: 2_000 }, 2_000, 3_000],
+  ])('derives publishTimeout from the lease when it is not set: %s', (_name, given, timeout, lease) => {
+    const { publisher } = resolveOutboxOptions({ client: 'B', publisher: given });
+    expect(publisher).toMatchObject({ publishTimeout: timeout, leaseDuration: lease });
   });
 
   it.each([
@@ -117,6 +147,11 @@ describe('resolveOutboxOptions', () => {
       'a lease shorter than the publish timeout',
       { client: 'B', publisher: { publishTimeout: 5000, leaseDuration: 5500 } },
       /`publisher\.leaseDuration` .* must exceed publisher\.publishTimeout/,
+    ],
+    [
+      'a lease too short for the publish timeout derived from it',
+      { client: 'B', publisher: { leaseDuration: 1200 } },
+      /`publisher\.leaseDuration` \(1200 ms\) must exceed publisher\.publishTimeout \(400 ms, a third of leaseDuration.*at least 1500 ms/,
     ],
     ['an unknown option', { client: 'B', pollingInterval: 5 }, /`pollingInterval` is not a known option.*publisher/],
     [

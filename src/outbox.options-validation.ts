@@ -1,7 +1,9 @@
 import { OutboxConfigurationError } from './errors';
 import { resolveIdempotencyDefaults } from './idempotency/idempotency.options-validation';
 import { isUriReference } from './util/uri-reference';
-import { checkRoute, isInjectionToken } from './publisher/destinations/route.options-validation';
+import { resolveRetryOptions } from './retry.options-validation';
+import { resolveCircuitBreaker } from './publisher/circuit-breaker.options';
+import { checkRoute, isInjectionToken } from './destinations/route.options-validation';
 import {
   DEFAULT_CLEANUP_OPTIONS,
   DEFAULT_PUBLISHER_OPTIONS,
@@ -98,6 +100,7 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
     'retry',
     'cleanup',
     'idempotency',
+    'deadLetters',
     'transactions',
     'schemaCheck',
     'metrics',
@@ -105,8 +108,6 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
   ]);
   const pub = checkObject('publisher', raw.publisher);
   checkKnownKeys('publisher', pub, Object.keys(DEFAULT_PUBLISHER_OPTIONS));
-  const retry = checkObject('retry', raw.retry);
-  checkKnownKeys('retry', retry, Object.keys(DEFAULT_RETRY_OPTIONS));
   const clean = checkObject('cleanup', raw.cleanup);
   checkKnownKeys('cleanup', clean, Object.keys(DEFAULT_CLEANUP_OPTIONS));
   const d = DEFAULT_PUBLISHER_OPTIONS;
@@ -138,7 +139,17 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
       integer: true,
     }),
     instanceId: checkInstanceId(pub.instanceId, d.instanceId),
+    onExpired: checkOnExpired(pub.onExpired, d.onExpired),
+    mode: checkMode(pub.mode, d.mode),
+    walHandoff: checkNumber('publisher.walHandoff', pub.walHandoff, d.walHandoff, { min: 1000, integer: true }),
+    circuitBreaker: resolveCircuitBreaker(pub.circuitBreaker),
   };
+  // Not given, the publish timeout follows a lease that is: a third of it, as the defaults (10 s of 30 s), so a short
+  // lease alone is enough; never above the default, so a long lease does not make a late confirm take longer to see.
+  const derivedTimeout = pub.publishTimeout === undefined && pub.leaseDuration !== undefined;
+  if (derivedTimeout) {
+    publisher.publishTimeout = Math.min(d.publishTimeout, Math.floor(publisher.leaseDuration / 3));
+  }
   if (pub.maxConfirmWait === undefined)
     publisher.maxConfirmWait = Math.max(publisher.maxConfirmWait, publisher.publishTimeout);
   if (publisher.maxConfirmWait < publisher.publishTimeout) {
@@ -152,32 +163,22 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
     publisher.leaseDuration = publisher.publishTimeout * 2 + 1000;
   }
   if (publisher.leaseDuration < publisher.publishTimeout + 1000) {
+    const timeout = derivedTimeout ? 'ms, a third of leaseDuration as publishTimeout is not set' : 'ms';
     fail(
       'publisher.leaseDuration',
-      `(${publisher.leaseDuration} ms) must exceed publisher.publishTimeout (${publisher.publishTimeout} ms) by at least 1000 ms`,
-      'Raise leaseDuration or lower publishTimeout, so no publish can outlive the claim that allowed it.',
+      `(${publisher.leaseDuration} ms) must exceed publisher.publishTimeout (${publisher.publishTimeout} ${timeout}) by at least 1000 ms`,
+      derivedTimeout
+        ? 'Raise leaseDuration to at least 1500 ms, or set a shorter publishTimeout.'
+        : 'Raise leaseDuration or lower publishTimeout, so no publish can outlive the claim that allowed it.',
     );
   }
 
-  const retryOptions = {
-    maxAttempts: checkNumber('retry.maxAttempts', retry.maxAttempts, r.maxAttempts, { min: 1, integer: true }),
-    initialDelay: checkNumber('retry.initialDelay', retry.initialDelay, r.initialDelay, { min: 0, integer: true }),
-    factor: checkNumber('retry.factor', retry.factor, r.factor, { min: 1 }),
-    maxDelay: checkNumber('retry.maxDelay', retry.maxDelay, r.maxDelay, { min: 0, integer: true }),
-    jitter: checkNumber('retry.jitter', retry.jitter, r.jitter, { min: 0, max: 1 }),
-    historyLimit: checkNumber('retry.historyLimit', retry.historyLimit, r.historyLimit, {
-      min: 0,
-      max: 1000,
-      integer: true,
-    }),
-  };
-  if (retryOptions.maxDelay < retryOptions.initialDelay) {
-    fail(
-      'retry.maxDelay',
-      `(${retryOptions.maxDelay}) is below retry.initialDelay (${retryOptions.initialDelay})`,
-      'Make maxDelay at least initialDelay.',
-    );
-  }
+  const retryKeys = [
+    ...(Object.keys(DEFAULT_RETRY_OPTIONS) as Array<keyof typeof DEFAULT_RETRY_OPTIONS>),
+    'retryIf',
+    'patterns',
+  ] as const;
+  const retryOptions = resolveRetryOptions({ prefix: 'OutboxModule option', path: 'retry' }, raw.retry, r, retryKeys);
 
   const c = DEFAULT_CLEANUP_OPTIONS;
   const cleanup = {
@@ -209,6 +210,9 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
   const route = checkRoute(raw.route, client);
 
   const transactions = checkTransactions(raw.transactions);
+  const dead = checkObject('deadLetters', raw.deadLetters);
+  checkKnownKeys('deadLetters', dead, ['allowEdit']);
+  const deadLetters = { allowEdit: checkBoolean('deadLetters.allowEdit', dead.allowEdit, false) };
   const schemaCheck = checkBoolean('schemaCheck', raw.schemaCheck, true);
   const metrics = checkMetrics(raw.metrics);
 
@@ -220,6 +224,7 @@ export function resolveOutboxOptions(input: OutboxModuleOptions | undefined): Re
     retry: retryOptions,
     cleanup,
     idempotency: resolveIdempotencyDefaults(raw.idempotency),
+    deadLetters,
     transactions,
     schemaCheck,
     metrics,
@@ -274,6 +279,32 @@ function checkTransactions(value: unknown): ResolvedOutboxOptions['transactions'
     `must be 'builtin', 'cls' or an OutboxTransactionSource (an object with current() and run()), got ${describe(value)}`,
     "Leave it out for the built-in transactions, or pass 'cls' to join @nestjs-cls/transactional's TransactionHost.",
   );
+}
+
+/** `publisher.onExpired`: `'dead'` or `'drop'`. */
+/** `publisher.mode`: `'poll'`, `'wal'` or `'wal-or-poll'`. */
+function checkMode(value: unknown, fallback: 'poll' | 'wal' | 'wal-or-poll'): 'poll' | 'wal' | 'wal-or-poll' {
+  if (value === undefined) return fallback;
+  if (value !== 'poll' && value !== 'wal' && value !== 'wal-or-poll') {
+    fail(
+      'publisher.mode',
+      `must be 'poll', 'wal' or 'wal-or-poll', got ${describe(value)}`,
+      "Leave it out for polling, or pass 'wal' / 'wal-or-poll' on PostgreSQL (see docs/wal-relay.md).",
+    );
+  }
+  return value;
+}
+
+function checkOnExpired(value: unknown, fallback: 'dead' | 'drop'): 'dead' | 'drop' {
+  if (value === undefined) return fallback;
+  if (value !== 'dead' && value !== 'drop') {
+    fail(
+      'publisher.onExpired',
+      `must be 'dead' or 'drop', got ${describe(value)}`,
+      "Pass 'dead' to keep expired messages as dead letters, 'drop' to delete them, or leave it out for 'dead'.",
+    );
+  }
+  return value;
 }
 
 /** `publisher.instanceId`: a non-empty string of at most 255 characters (the column's size). */

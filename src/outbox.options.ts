@@ -1,9 +1,13 @@
 import { hostname } from 'node:os';
 import type { InjectionToken } from '@nestjs/common';
 import type { IdempotencyDefaults, ResolvedIdempotencyDefaults } from './idempotency/idempotency.options';
-import type { OutboxRoute } from './publisher/destinations/outbox-route.types';
+import type { OutboxRoute } from './destinations/outbox-route.types';
 import type { OutboxTablesOptions } from './schema/outbox-tables.options';
 import type { OutboxTransactionSource } from './transaction/transaction.types';
+import type { OutboxRetryOptions, ResolvedOutboxRetry } from './retry.options';
+import type { OutboxCircuitBreakerOptions, ResolvedCircuitBreakerOptions } from './publisher/circuit-breaker.options';
+
+export { DEFAULT_RETRY_OPTIONS, type OutboxRetryOptions } from './retry.options';
 
 /** Transports the publisher knows how to stamp with a message id. `auto` picks one from the client's class. */
 export type OutboxTransportName = 'rmq' | 'tcp' | 'nats' | 'mqtt' | 'redis' | 'kafka';
@@ -34,7 +38,7 @@ export interface OutboxPublisherOptions {
    * until confirms are prompt again, and logs that once (`OutboxPublisher.brokerSlow`, health, metrics). A publish
    * whose client is disconnected at that point has an unknown outcome: it is retried (the attempt not counted),
    * and consumers deduplicate by message id. No publish starts with less lease left than this.
-   * @default 10000
+   * @default a third of `leaseDuration`, at most 10000 (so 10000 with the default lease; 1000 with a lease of 3000)
    */
   publishTimeout?: number;
   /**
@@ -47,7 +51,7 @@ export interface OutboxPublisherOptions {
   /**
    * Milliseconds a claimed batch stays reserved for this publisher, measured on the database clock. Another
    * publisher may take the rows over only after it expires. Must exceed `publishTimeout` by at least one second.
-   * @default 30000
+   * @default 30000, or 2 × `publishTimeout` + 1000 when a `publishTimeout` given leaves 30000 too short
    */
   leaseDuration?: number;
   /**
@@ -62,7 +66,8 @@ export interface OutboxPublisherOptions {
   /**
    * Batches the loop may have awaiting broker confirmations at once: the next claim starts while earlier batches
    * are still being confirmed, which keeps commit-to-broker latency low and throughput high. Claimed rows stay
-   * exclusive and per-key order holds whatever the value; 1 makes the loop strictly one batch at a time.
+   * exclusive and per-key order holds whatever the value; 1 makes the loop strictly one batch at a time. In a WAL
+   * mode the same bound applies to the streamed batches in hand (a key's rows still wait for the batch holding it).
    * @default 4
    */
   maxBatchesInFlight?: number;
@@ -72,6 +77,43 @@ export interface OutboxPublisherOptions {
    * @default `${os.hostname()}:${process.pid}`
    */
   instanceId?: string;
+  /**
+   * What becomes of a message whose expiry (`emit()`'s `expiresIn` / `expiresAt`) passed before it was published —
+   * it is never published either way, and never holds back the later messages of its key: `'dead'` makes it a dead
+   * letter whose last error is `OutboxMessageExpiredError` (listed, counted and purged as the others); `'drop'`
+   * deletes it. Both are counted by the metric `outbox.relay.expired`.
+   * @default 'dead'
+   */
+  onExpired?: 'dead' | 'drop';
+  /**
+   * How new rows reach the relay. `'poll'`: claimed by polling (every database). `'wal'` (PostgreSQL): read from
+   * the write-ahead log through logical decoding (`pgoutput`, a publication and a replication slot per outbox; one
+   * reader per slot across replicas), polling only for retries and what the stream hands back; start-up fails with
+   * `OutboxWalUnavailableError` when the database cannot stream (`wal_level` not `logical`, no `REPLICATION`
+   * privilege, the slot cannot be made). `'wal-or-poll'`: the same, but logs why and polls instead. A slot dropped
+   * while running makes either WAL mode log it and poll. Needs the `pg-logical-replication` package. See
+   * docs/wal-relay.md.
+   * @default 'poll'
+   */
+  mode?: 'poll' | 'wal' | 'wal-or-poll';
+  /**
+   * WAL modes: milliseconds after which a pending row that was never attempted is claimed by polling as well
+   * (it is older than any row the stream reader still has in hand, unless the reader is stuck): the safety net
+   * for rows written while no reader streamed. Retries, delayed rows and rows the reader handed back are polled
+   * at once. Ignored with `mode: 'poll'`.
+   * @default 30000
+   */
+  walHandoff?: number;
+  /**
+   * A circuit breaker per broker: after `failures` consecutive failed publishes to one broker, its messages pause
+   * for `coolDown` ms (attempts not counted) while other brokers flow; then one probe decides. `true` takes the
+   * defaults (`{ failures: 5, coolDown: 30000 }`), an object refines them. Off by default: an outage already gives
+   * every attempt back (no message goes dead because a broker is down), and a breaker also pauses a healthy broker
+   * after a run of messages it rejects for their own sake; turn it on for brokers that refuse or hang for a while
+   * (a resource alarm, lost permissions). See `OutboxCircuitBreakerOptions`, docs/dead-letters.md.
+   * @default false
+   */
+  circuitBreaker?: OutboxCircuitBreakerOptions | boolean;
 }
 
 /** Removal of published rows: at once, or after a retention period by a scheduled cleanup in small batches. */
@@ -98,35 +140,6 @@ export interface OutboxCleanupOptions {
   interval?: number;
   /** Rows deleted per statement (one short transaction each) by the cleanup. @default 1000 */
   batchSize?: number;
-}
-
-/** How failed publishes are retried: exponential backoff with jitter, then the dead state. */
-export interface OutboxRetryOptions {
-  /**
-   * Attempts before a message is marked dead. An attempt counts when it starts, so a message that crashes the
-   * process is counted too. A failure to reach the broker (connection refused, reset or lost, DNS, a client not
-   * connected, a publish timeout while the client reports itself disconnected) gives its attempt back: the message
-   * waits with backoff capped at `maxDelay` and never goes dead because of an outage. Failures of the message itself
-   * (rejected or nacked by the broker, unserializable, a timeout while connected) count.
-   * @default 10
-   */
-  maxAttempts?: number;
-  /** Milliseconds before the first retry. @default 1000 */
-  initialDelay?: number;
-  /** Multiplier of the delay after each failed attempt. @default 2 */
-  factor?: number;
-  /** Upper bound of the delay in milliseconds. @default 300000 (5 minutes) */
-  maxDelay?: number;
-  /** Fraction (0–1) of the delay randomized, so retries of many messages spread out. @default 0.2 */
-  jitter?: number;
-  /**
-   * Failed attempts kept per message in the attempt history (`outbox_attempts`, shown by
-   * `OutboxDeadLetters.get()`): the newest ones, with their time, redacted error, owner token and publisher. Written
-   * in the same transaction that reschedules the message or marks it dead; deleted with the message. 0 keeps none
-   * (and writes nothing). An integer from 0 to 1000.
-   * @default 10
-   */
-  historyLimit?: number;
 }
 
 /** Options of `OutboxModule.forRoot()` and the object returned by `forRootAsync()`'s factory. */
@@ -159,6 +172,20 @@ export interface OutboxModuleOptions {
   cleanup?: OutboxCleanupOptions;
   /** Module-wide defaults of `@Idempotent()` (header, required, ttl, …); see `IdempotencyDefaults`. */
   idempotency?: IdempotencyDefaults;
+  /**
+   * What `OutboxDeadLetters` may do beyond requeue and purge.
+   *
+   * `allowEdit` (default `false`): allow `OutboxDeadLetters.editAndRequeue()` — a corrected copy of a dead letter
+   * (new message id, edited payload and/or headers, header `x-outbox-replaces` naming the original) requeued in the
+   * original's place in its key's order, the original kept with status `replaced` and an audit of the edit (who,
+   * when, why, what changed). Off, the call throws `OutboxEditDisabledError` and the console shows no Edit button.
+   * Turn it on only where operators may change what a producer wrote. See docs/dead-letters.md.
+   * @default { allowEdit: false }
+   */
+  deadLetters?: {
+    /** Allow `editAndRequeue()` (and the console's Edit). @default false */
+    allowEdit?: boolean;
+  };
   /**
    * Where the ambient transaction that `emit()`, `OutboxService.manager` and `@Idempotent()` join comes from:
    * `'builtin'` — the library's own (opened by `OutboxService.transaction()`); `'cls'` — the `TransactionHost` of
@@ -252,17 +279,20 @@ export interface ResolvedOutboxOptions {
   client?: InjectionToken;
   route?: OutboxRoute;
   transport: OutboxTransportName | 'auto';
-  publisher: Required<OutboxPublisherOptions>;
-  retry: Required<OutboxRetryOptions>;
+  publisher: Required<Omit<OutboxPublisherOptions, 'circuitBreaker'>> & {
+    circuitBreaker: ResolvedCircuitBreakerOptions | false;
+  };
+  retry: ResolvedOutboxRetry;
   cleanup: Required<OutboxCleanupOptions>;
   idempotency: ResolvedIdempotencyDefaults;
+  deadLetters: { allowEdit: boolean };
   transactions: 'builtin' | 'cls' | OutboxTransactionSource;
   schemaCheck: boolean;
   metrics: { enabled: boolean; meterProvider?: OutboxMeterProviderLike };
   cloudEvents: OutboxCloudEventsOptions | false;
 }
 
-export const DEFAULT_PUBLISHER_OPTIONS: Readonly<Required<OutboxPublisherOptions>> = Object.freeze({
+export const DEFAULT_PUBLISHER_OPTIONS: Readonly<ResolvedOutboxOptions['publisher']> = Object.freeze({
   enabled: true,
   pollingInterval: 1000,
   batchSize: 500,
@@ -272,6 +302,10 @@ export const DEFAULT_PUBLISHER_OPTIONS: Readonly<Required<OutboxPublisherOptions
   notify: true,
   maxBatchesInFlight: 4,
   instanceId: `${hostname()}:${process.pid}`,
+  onExpired: 'dead',
+  mode: 'poll',
+  walHandoff: 30_000,
+  circuitBreaker: false,
 });
 
 export const DEFAULT_CLEANUP_OPTIONS: Readonly<Required<OutboxCleanupOptions>> = Object.freeze({
@@ -280,13 +314,4 @@ export const DEFAULT_CLEANUP_OPTIONS: Readonly<Required<OutboxCleanupOptions>> =
   retention: 86_400_000,
   interval: 60_000,
   batchSize: 1000,
-});
-
-export const DEFAULT_RETRY_OPTIONS: Readonly<Required<OutboxRetryOptions>> = Object.freeze({
-  maxAttempts: 10,
-  initialDelay: 1000,
-  factor: 2,
-  maxDelay: 300_000,
-  jitter: 0.2,
-  historyLimit: 10,
 });

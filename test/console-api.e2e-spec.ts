@@ -1,12 +1,8 @@
 import type { INestApplication } from '@nestjs/common';
 import request from 'supertest';
-import {
-  OutboxConsoleModule,
-  OutboxConsoleUnguardedError,
-  OutboxConfigurationError,
-  OutboxDeadLetters,
-  OutboxService,
-} from '../src';
+import { OutboxConfigurationError, OutboxDeadLetters, OutboxService } from '../src';
+import { OutboxConsoleModule } from '../src/console/outbox-console.module';
+import { OutboxConsoleUnguardedError } from '../src/errors';
 import { AmqpRecorder } from './helpers/amqp-recorder';
 import { uniqueQueue } from './helpers/consumers';
 import { BROKER_SECRET, CONSOLE_TOKEN, FailingSerializer, startConsoleApp } from './helpers/console-app';

@@ -1,7 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { getOutboxServiceToken, getOutboxToken, OutboxDeadLetters, OutboxService } from '../src';
+import { getOutboxToken, OutboxDeadLetters, OutboxService } from '../src';
 import { AmqpRecorder } from './helpers/amqp-recorder';
 import { CHROMIUM, CHROMIUM_ARGS, describeMissingBrowser, missingForBrowser, pw, SCREENSHOTS } from './helpers/browser';
 import { uniqueQueue } from './helpers/consumers';
@@ -51,7 +51,7 @@ if (missingForBrowser.length > 0) {
 
     it('shows both outboxes, switches between them, and requeues in the one selected', async () => {
       const orders = app.get(OutboxService);
-      const billing = app.get<OutboxService>(getOutboxServiceToken('billing'));
+      const billing = app.get<OutboxService>(getOutboxToken(OutboxService, 'billing'));
       const billingDeadLetters = app.get<OutboxDeadLetters>(getOutboxToken(OutboxDeadLetters, 'billing'));
       // Traffic on both for the charts, then dead letters: one order, two invoices.
       for (let i = 0; i < 4; i++) {

@@ -2,15 +2,8 @@ import { INestApplication, Module } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import request from 'supertest';
-import {
-  getOutboxServiceToken,
-  getOutboxToken,
-  OutboxConfigurationError,
-  OutboxConsoleModule,
-  OutboxDeadLetters,
-  OutboxModule,
-  OutboxService,
-} from '../src';
+import { getOutboxToken, OutboxConfigurationError, OutboxDeadLetters, OutboxModule, OutboxService } from '../src';
+import { OutboxConsoleModule } from '../src/console/outbox-console.module';
 import { AmqpRecorder } from './helpers/amqp-recorder';
 import { uniqueQueue } from './helpers/consumers';
 import { CONSOLE_TOKEN, FailingSerializer, startTwoOutboxConsoleApp, TokenGuard } from './helpers/console-app';
@@ -43,7 +36,7 @@ describeWith(
       recorders.billing = await new AmqpRecorder(queues.billing).start();
       app = await startTwoOutboxConsoleApp({ ordersDb, billingDb, queues, serializers });
       const orders = app.get(OutboxService);
-      const billing = app.get<OutboxService>(getOutboxServiceToken('billing'));
+      const billing = app.get<OutboxService>(getOutboxToken(OutboxService, 'billing'));
       await orders.transaction(async () => {
         for (const n of [1, 2]) orderIds.push(await orders.emit('OrderPlaced', { fail: 'orders down', n }));
       });
@@ -66,8 +59,8 @@ describeWith(
     it('lists every outbox of the app with its own backlog, the default one first', async () => {
       const res = await http().get('/outbox-console/api/outboxes').set(AUTH).expect(200);
       expect(res.body.outboxes).toEqual([
-        { name: 'default', default: true, stats: expect.objectContaining({ dead: 2, pending: 0 }) },
-        { name: 'billing', default: false, stats: expect.objectContaining({ dead: 3, pending: 0 }) },
+        { name: 'default', default: true, allowEdit: false, stats: expect.objectContaining({ dead: 2, pending: 0 }) },
+        { name: 'billing', default: false, allowEdit: false, stats: expect.objectContaining({ dead: 3, pending: 0 }) },
       ]);
     });
 
@@ -214,11 +207,11 @@ describe(`Outbox console of an app whose only outbox is named, on ${DATABASE_LAB
   });
 
   it('shows that outbox without ?outbox=, and names it when asked for the default one', async () => {
-    const billing = app.get<OutboxService>(getOutboxServiceToken('billing'));
+    const billing = app.get<OutboxService>(getOutboxToken(OutboxService, 'billing'));
     await billing.transaction(() => billing.emit('InvoiceIssued', { n: 1 }));
     const list = await request(app.getHttpServer()).get('/outbox-console/api/outboxes').set(AUTH).expect(200);
     expect(list.body.outboxes).toEqual([
-      { name: 'billing', default: true, stats: expect.objectContaining({ pending: 1 }) },
+      { name: 'billing', default: true, allowEdit: false, stats: expect.objectContaining({ pending: 1 }) },
     ]);
     const summary = await request(app.getHttpServer()).get('/outbox-console/api/summary').set(AUTH).expect(200);
     expect(summary.body).toMatchObject({ pending: 1 });

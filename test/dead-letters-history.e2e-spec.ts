@@ -1,12 +1,8 @@
 import { RmqRecordSerializer } from '@nestjs/microservices/serializers/rmq-record.serializer';
-import {
-  OutboxAttempt,
-  OutboxDeadEvent,
-  OutboxDeadLetterQueryError,
-  OutboxDeadLetters,
-  OutboxMessage,
-  OutboxPublisher,
-} from '../src';
+import { OutboxDeadLetters, OutboxMessage, OutboxPublisher } from '../src';
+import { OutboxDeadLetterQueryError } from '../src/errors';
+import { OutboxDeadEvent } from '../src/events/publisher-events';
+import { OutboxAttempt } from '../src/schema/outbox-attempt.entity';
 import { AmqpRecorder } from './helpers/amqp-recorder';
 import { rmqClientOptions, uniqueQueue } from './helpers/consumers';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';

@@ -1,5 +1,7 @@
 import { DataSource } from 'typeorm';
-import { OutboxAttempt, OutboxKeyLock, OutboxMessage } from '../src';
+import { OutboxMessage } from '../src';
+import { OutboxAttempt } from '../src/schema/outbox-attempt.entity';
+import { OutboxKeyLock } from '../src/schema/outbox-key-lock.entity';
 import type { DeadRowsQuery } from '../src/dialects/outbox-dialect';
 import { resolveDialect } from '../src/dialects/resolve-dialect';
 import { OUTBOX_TABLE } from '../src/outbox.constants';

@@ -6,7 +6,6 @@ import { getDataSourceToken } from '@nestjs/typeorm';
 import request from 'supertest';
 import type { DataSource } from 'typeorm';
 import {
-  getOutboxServiceToken,
   getOutboxToken,
   InjectOutbox,
   OutboxConfigurationError,
@@ -93,7 +92,7 @@ describe(`OutboxHealthIndicator of two outboxes on ${DATABASE_LABEL.sqlite}, one
   });
 
   it('is down (503) when one outbox exceeds its own threshold; the other is reported up beside it', async () => {
-    await emit(app.get<OutboxService>(getOutboxServiceToken('billing')), 2);
+    await emit(app.get<OutboxService>(getOutboxToken(OutboxService, 'billing')), 2);
     await emit(app.get(OutboxService), 2); // within the default outbox's maxBacklog (10 000)
     const res = await health().expect(503);
     expect(res.body.error).toEqual({
@@ -114,7 +113,7 @@ describe(`OutboxHealthIndicator of two outboxes on ${DATABASE_LABEL.sqlite}, one
   });
 
   it("a named outbox's own indicator reports under outbox-<name> unless given a key", async () => {
-    await emit(app.get<OutboxService>(getOutboxServiceToken('billing')), 1);
+    await emit(app.get<OutboxService>(getOutboxToken(OutboxService, 'billing')), 1);
     const res = await request(app.getHttpServer()).get('/health/billing').expect(200);
     expect(res.body.details).toEqual({ 'outbox-billing': expect.objectContaining({ status: 'up', pending: 1 }) });
     const billing = app.get<OutboxHealthIndicator>(getOutboxToken(OutboxHealthIndicator, 'billing'));

@@ -15,10 +15,10 @@ import { Idempotent, OutboxService } from '../src';
 import {
   assertIdempotencyContract,
   checkIdempotencyContract,
-  IdempotencyContractCheck,
   IdempotencyContractOptions,
   IdempotencyContractReport,
 } from '../src/testing';
+import { IdempotencyContractCheck } from '../src/testing/idempotency-contract/idempotency-contract.options';
 import { TestOrder } from './fixtures/order.entity';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
 import { useTestDatabase } from './helpers/e2e-fixture';

@@ -16,14 +16,9 @@ import { IsInt, IsString, Min } from 'class-validator';
 import { map, Observable, of } from 'rxjs';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
-import {
-  getOutboxToken,
-  IdempotencyInterceptor,
-  IdempotencyKey,
-  IdempotencyRecord,
-  Idempotent,
-  OutboxService,
-} from '../src';
+import { getOutboxToken, IdempotencyKey, Idempotent, OutboxService } from '../src';
+import { IdempotencyInterceptor } from '../src/idempotency/idempotency.interceptor';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
 import { IdempotencyService } from '../src/idempotency/idempotency.service';
 import { HTTP_PLATFORMS, listenHttpApp } from './fixtures/http-app';
 import { createOutboxTestingModule } from './fixtures/outbox-app';

@@ -13,7 +13,8 @@ import {
 import { HTTP_PLATFORMS, listenHttpApp } from './fixtures/http-app';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
-import { IdempotencyRecord, Idempotent, OutboxService } from '../src';
+import { Idempotent, OutboxService } from '../src';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';

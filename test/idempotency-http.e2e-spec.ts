@@ -16,14 +16,8 @@ import { Exclude } from 'class-transformer';
 import { IsInt, IsString, Min } from 'class-validator';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
-import {
-  IdempotencyKey,
-  IdempotencyRecord,
-  Idempotent,
-  OutboxConfigurationError,
-  OutboxMessage,
-  OutboxService,
-} from '../src';
+import { IdempotencyKey, Idempotent, OutboxConfigurationError, OutboxMessage, OutboxService } from '../src';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';

@@ -11,14 +11,11 @@ import {
 } from '@nestjs/common';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
-import {
-  IDEMPOTENT_OPTIONS,
-  IdempotencyInterceptor,
-  IdempotencyProblemException,
-  IdempotencyRecord,
-  OutboxService,
-} from '../src';
-import type { ResolvedIdempotentOptions, StoredResponse } from '../src';
+import { IdempotencyProblemException, OutboxService } from '../src';
+import { IDEMPOTENT_OPTIONS } from '../src/idempotency/idempotency.constants';
+import { IdempotencyInterceptor } from '../src/idempotency/idempotency.interceptor';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
+import type { ResolvedIdempotentOptions, StoredResponse } from '../src/idempotency/idempotent-call.types';
 import type { IdempotencyAttempt, StoredIdempotencyRecord } from '../src/idempotency/idempotency-store';
 import { TestOrder } from './fixtures/order.entity';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';

@@ -1,5 +1,5 @@
 import { DataSource } from 'typeorm';
-import { IdempotencyRecord } from '../src';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
 import { IdempotencyService } from '../src/idempotency/idempotency.service';
 import type { IdempotencyBegin } from '../src/idempotency/idempotency-store';
 import { TestOrder } from './fixtures/order.entity';

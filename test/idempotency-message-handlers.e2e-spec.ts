@@ -14,14 +14,9 @@ import { INTERCEPTORS_METADATA, SELF_DECLARED_DEPS_METADATA } from '@nestjs/comm
 import { ClientProxy, Ctx, MessagePattern, Payload, TcpContext } from '@nestjs/microservices';
 import { lastValueFrom, Observable, of, tap } from 'rxjs';
 import { DataSource } from 'typeorm';
-import {
-  getOutboxToken,
-  IdempotencyInterceptor,
-  IdempotencyKey,
-  IdempotencyRecord,
-  Idempotent,
-  OutboxService,
-} from '../src';
+import { getOutboxToken, IdempotencyKey, Idempotent, OutboxService } from '../src';
+import { IdempotencyInterceptor } from '../src/idempotency/idempotency.interceptor';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
 import { IdempotencyService } from '../src/idempotency/idempotency.service';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';

@@ -1,7 +1,8 @@
 import { Controller, INestApplication, LoggerService } from '@nestjs/common';
 import { EventPattern, Payload } from '@nestjs/microservices';
 import { Column, DataSource, Entity, PrimaryGeneratedColumn } from 'typeorm';
-import { IdempotencyRecord, Idempotent, OutboxService } from '../src';
+import { Idempotent, OutboxService } from '../src';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { deleteQueue, RABBITMQ_URL, rmqClientOptions, rmqConsumerOptions, uniqueQueue } from './helpers/consumers';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';

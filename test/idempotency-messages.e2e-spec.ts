@@ -17,7 +17,8 @@ import {
 } from '@nestjs/microservices';
 import { lastValueFrom, Observable } from 'rxjs';
 import { Column, DataSource, Entity, PrimaryColumn } from 'typeorm';
-import { IdempotencyKey, IdempotencyRecord, Idempotent, OutboxService } from '../src';
+import { IdempotencyKey, Idempotent, OutboxService } from '../src';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { deleteQueue, RABBITMQ_URL, rmqClientOptions, rmqConsumerOptions, uniqueQueue } from './helpers/consumers';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
@@ -120,7 +121,8 @@ for (const kind of kinds) {
           controllers: [BalanceConsumer, AuditConsumer, ChargeHandler],
           imports: [(await import('@nestjs/typeorm')).TypeOrmModule.forFeature([Balance, AuditLine])],
           client: rmqClientOptions(queue),
-          outbox: { publisher: { enabled: false } },
+          // A short wait for a pooled connection, so the saturated-pool test below is quick.
+          outbox: { publisher: { enabled: false }, idempotency: { connectionTimeout: 1000 } },
         });
         app = moduleRef.createNestApplication({ logger: false });
         const port = await freePort();
@@ -236,6 +238,38 @@ for (const kind of kinds) {
         expect(other).toEqual({ charged: 5, chargeNo: 2 });
         expect(await balance('charges')).toBe(10);
       });
+
+      if (kind !== 'sqlite')
+        it('a message whose key cannot be taken (no pooled connection in time) is requeued, then applied once', async () => {
+          // Hold every connection of the pool: the last runner's connect waits (it gets one when the others go).
+          const held: import('typeorm').QueryRunner[] = [];
+          let waiting: Promise<unknown> | undefined;
+          while (!waiting) {
+            const runner = ds.createQueryRunner();
+            const connecting = runner.connect();
+            const connected = await Promise.race([
+              connecting.then(() => true),
+              new Promise<false>((resolve) => setTimeout(() => resolve(false), 500)),
+            ]);
+            if (connected) held.push(runner);
+            else waiting = connecting.then(() => runner.release());
+          }
+          try {
+            publish('msg-busy', { account: 'acct', amount: 7 });
+            // Each delivery waits connectionTimeout, then goes back to the queue (prefetchCount 1: an unsettled one
+            // would be the last delivery of the queue).
+            await waitFor(() => seen.deliveries >= 3, 'the message to be requeued and delivered again', 20_000);
+            expect(seen.runs).toBe(0);
+          } finally {
+            await Promise.all(held.map((runner) => runner.release()));
+            await waiting;
+          }
+          await waitFor(async () => (await balance()) === 107, 'msg-busy to be applied');
+          expect(seen.runs).toBe(1);
+          expect(
+            await ds.getRepository(IdempotencyRecord).countBy({ scope: 'BalanceConsumer.onDeposit', key: 'msg-busy' }),
+          ).toBe(1);
+        });
     },
   );
 }

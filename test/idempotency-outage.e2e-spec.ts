@@ -1,7 +1,8 @@
 import { Body, Controller, INestApplication, Post } from '@nestjs/common';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
-import { IdempotencyRecord, Idempotent, OutboxService } from '../src';
+import { Idempotent, OutboxService } from '../src';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
 import { listenHttpApp } from './fixtures/http-app';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';

@@ -1,7 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import { Client, PoolClient } from 'pg';
 import { DataSource } from 'typeorm';
-import { IdempotencyRecord } from '../src';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
 import { OutboxDatabase } from '../src/dialects/outbox-database';
 import type { IdempotencyBegin, IdempotencyStoreConfig } from '../src/idempotency/idempotency-store';
 import { PostgresIdempotencyStore } from '../src/idempotency/stores/postgres.idempotency-store';

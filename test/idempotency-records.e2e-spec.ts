@@ -1,5 +1,5 @@
 import { DataSource } from 'typeorm';
-import { IdempotencyRecord } from '../src';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
 import { IDEMPOTENCY_CLEANUP_TASK, IdempotencyService } from '../src/idempotency/idempotency.service';
 import { OutboxCleanupRegistry } from '../src/scheduling/outbox-cleanup.registry';
 import { CreateIdempotencyKeys1764460800000 } from '../src/schema/migrations/1764460800000-idempotency-keys';
@@ -113,14 +113,13 @@ for (const kind of kinds) {
             kind === 'postgres' ? [id] : [],
           );
           await begun.attempt.rollback().catch(() => undefined); // the connection is gone: nothing to roll back from here
-          // pg_terminate_backend only signals the backend; its locks go when the session has ended.
-          if (kind === 'postgres') {
-            await waitFor(
-              async () =>
-                Number((await ds.query('SELECT count(*) AS n FROM pg_stat_activity WHERE pid = $1', [id]))[0].n) === 0,
-              'the killed backend to exit',
-            );
-          }
+          // pg_terminate_backend only signals the backend, and MariaDB's KILL returns before the killed thread has
+          // ended: the key's locks go when the session has ended, so wait for that (not for a fixed time).
+          const alive =
+            kind === 'postgres'
+              ? 'SELECT count(*) AS n FROM pg_stat_activity WHERE pid = $1'
+              : 'SELECT count(*) AS n FROM information_schema.PROCESSLIST WHERE ID = ?';
+          await waitFor(async () => Number((await ds.query(alive, [id]))[0].n) === 0, 'the killed session to end');
           const again = await idempotency.store.begin('s', 'crash', 'd'.repeat(64));
           expect(again.kind).toBe('acquired');
           if (again.kind === 'acquired') await again.attempt.rollback();

@@ -1,6 +1,7 @@
 import { Body, Controller, INestApplication, Post } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { IdempotencyRecord, Idempotent, OutboxModuleOptions, OutboxService } from '../src';
+import { Idempotent, OutboxModuleOptions, OutboxService } from '../src';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
 import { IdempotencyService } from '../src/idempotency/idempotency.service';
 import { OutboxDatabase } from '../src/dialects/outbox-database';
 import { CLAIM_LOCK_TIMEOUT_MS } from '../src/dialects/sql-dialect.core';

@@ -2,7 +2,9 @@ import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http
 import type { AddressInfo } from 'node:net';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
-import { IdempotencyRecord, IdempotencyStep, OUTBOX_MIGRATIONS } from '../src';
+import { OUTBOX_MIGRATIONS } from '../src';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
+import { IdempotencyStep } from '../src/schema/idempotency-step.entity';
 import { TestOrder } from './fixtures/order.entity';
 import type { StepsAppConfig } from './faults/apps/steps.main';
 import { ChildApp } from './faults/support/child-app';

@@ -1,5 +1,6 @@
 import { DataSource } from 'typeorm';
-import { CreateIdempotencySteps1765411200000, IdempotencyStep } from '../src';
+import { IdempotencyStep } from '../src/schema/idempotency-step.entity';
+import { CreateIdempotencySteps1765411200000 } from '../src/schema/migrations/1765411200000-idempotency-steps';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
 import { useTestDatabase } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';

@@ -10,16 +10,14 @@ import {
 import { HTTP_PLATFORMS, listenHttpApp } from './fixtures/http-app';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
+import { Idempotent, idempotentStep, OutboxService } from '../src';
 import {
-  IdempotencyRecord,
-  IdempotencyStep,
-  Idempotent,
-  idempotentStep,
   IdempotentStepOrderError,
   IdempotentStepOutsideCallError,
   IdempotentStepResultError,
-  OutboxService,
-} from '../src';
+} from '../src/idempotency/steps/step.errors';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
+import { IdempotencyStep } from '../src/schema/idempotency-step.entity';
 import { IDEMPOTENCY_STEPS_CLEANUP_TASK } from '../src/idempotency/idempotency.service';
 import { OutboxCleanupRegistry } from '../src/scheduling/outbox-cleanup.registry';
 import { createOutboxTestingModule } from './fixtures/outbox-app';

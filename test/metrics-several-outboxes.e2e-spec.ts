@@ -9,7 +9,6 @@ import { createServer, Server } from 'node:net';
 import request from 'supertest';
 import type { INestApplication } from '@nestjs/common';
 import {
-  getOutboxServiceToken,
   getOutboxToken,
   Idempotent,
   OutboxModule,
@@ -107,7 +106,7 @@ describeWith(
 
     it('labels every series with outbox_data_source: the same pattern in two outboxes is two series', async () => {
       const orders = app.get(OutboxService);
-      const billing = app.get<OutboxService>(getOutboxServiceToken('billing'));
+      const billing = app.get<OutboxService>(getOutboxToken(OutboxService, 'billing'));
       await orders.transaction(async () => {
         for (const n of [1, 2, 3]) await orders.emit('Paid', { n });
       });

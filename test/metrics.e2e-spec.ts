@@ -1,4 +1,4 @@
-import { Body, Controller, Post } from '@nestjs/common';
+import { Body, Controller, Injectable, Post } from '@nestjs/common';
 import { EventPattern, MicroserviceOptions, Transport } from '@nestjs/microservices';
 import { RmqRecordSerializer } from '@nestjs/microservices/serializers/rmq-record.serializer';
 import {
@@ -13,6 +13,7 @@ import { createServer, Server } from 'node:net';
 import request from 'supertest';
 import {
   Idempotent,
+  OnOutboxEvent,
   OUTBOX_METRICS,
   OutboxDeadLetters,
   OutboxEnvelopeDeserializer,
@@ -276,6 +277,81 @@ describe(`OpenTelemetry metrics of a consumer's @Idempotent() on ${DATABASE_LABE
       ]),
     );
     expect(app.get(PaidConsumer).runs).toBe(1);
+  });
+});
+
+/** An in-process handler that fails its first run. */
+@Injectable()
+class AuditHandler {
+  runs = 0;
+  @OnOutboxEvent('Audited')
+  audit() {
+    if (++this.runs === 1) throw new Error('audit store not ready');
+  }
+}
+
+describe(`OpenTelemetry metrics of in-process handlers on ${DATABASE_LABEL.sqlite}, beside a TCP broker`, () => {
+  const fx = useTestDatabase('sqlite');
+
+  it('counts handler runs as outbox.handler.runs, not as broker sends', async () => {
+    const reader = new TestReader();
+    const meterProvider = new MeterProvider({ readers: [reader] });
+    fx.defer(() => meterProvider.shutdown());
+    const port = await freePort();
+    const sink = createServer((socket) => socket.resume());
+    await new Promise<void>((resolve) => sink.listen(port, '127.0.0.1', resolve));
+    fx.defer(() => new Promise((resolve) => sink.close(resolve)));
+    const app = await fx.start({
+      client: { transport: Transport.TCP, options: { host: '127.0.0.1', port } } as never,
+      outbox: {
+        publisher: { enabled: false },
+        retry: { maxAttempts: 3, initialDelay: 0, maxDelay: 0, jitter: 0 },
+        metrics: { meterProvider },
+      },
+      providers: [AuditHandler],
+      logger: false,
+    });
+    const outbox = app.get(OutboxService);
+    const publisher = app.get(OutboxPublisher);
+    await outbox.transaction(async () => {
+      await outbox.emit('Audited', { n: 1 });
+      await outbox.emit('OrderPlaced', { n: 1 });
+    });
+    await publisher.runPass(); // OrderPlaced sent; the handler fails (retried)
+    await publisher.runPass(); // the handler applies it
+    expect(app.get(AuditHandler).runs).toBe(2);
+    const M = OUTBOX_METRICS;
+    const ds = { 'outbox.data_source': 'default' };
+    const handler = { ...ds, 'messaging.destination.name': 'Audited', 'outbox.handler.name': 'AuditHandler.audit' };
+    expect(summary(await points(reader, M.handlerRuns))).toEqual(
+      summary([asPoint([handler, 1]), asPoint([{ ...handler, 'error.type': 'OutboxHandlerFailedError' }, 1])]),
+    );
+    // The sends are the broker's rows (each message also goes to the broker), all confirmed: no failed send, and
+    // nothing of the handler's run (its failure, its name) counted as one.
+    const send = {
+      ...ds,
+      'messaging.operation.name': 'send',
+      'messaging.operation.type': 'send',
+      'messaging.system': 'tcp',
+    };
+    const sends = summary([
+      asPoint([{ ...send, 'messaging.destination.name': 'Audited' }, 1]),
+      asPoint([{ ...send, 'messaging.destination.name': 'OrderPlaced' }, 1]),
+    ]);
+    expect(summary(await points(reader, M.sentMessages))).toEqual(sends);
+    expect(summary(await points(reader, M.operationDuration))).toEqual(sends);
+    // The retry is still counted, as a failure of the message's pattern.
+    expect(summary(await points(reader, M.retried))).toEqual([
+      [
+        {
+          ...ds,
+          'messaging.destination.name': 'Audited',
+          'error.type': 'OutboxHandlerFailedError',
+          'outbox.transport_unreachable': false,
+        },
+        1,
+      ],
+    ]);
   });
 });
 

@@ -179,7 +179,15 @@ for (const kind of kinds) {
           'applied:o3',
           'applied:o4',
         ]);
-        await waitFor(async () => (await statusOf(poison)) === 'dead', 'the poison message to go dead');
+        // Should this time out (it did, rarely, on MariaDB under TypeORM 0.3), the row's attempts and last error say
+        // whether each retry found the record held ("in flight") or the relay did not come back to it.
+        const rowOf = async () =>
+          JSON.stringify(
+            await fixture.dataSource.query(
+              `SELECT status, attempts, available_at, claimed_by, last_error FROM outbox_messages WHERE message_id = '${poison}'`,
+            ),
+          );
+        await waitFor(async () => (await statusOf(poison)) === 'dead', 'the poison message to go dead', 20_000, rowOf);
         expect(await statusOf(after)).toBe('pending');
         expect(await effects('applied:poison')).toEqual([]);
         const detail = await fixture.app.get(OutboxDeadLetters).get(poison);

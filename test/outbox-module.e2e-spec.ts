@@ -5,7 +5,7 @@ import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import {
-  getOutboxServiceToken,
+  getOutboxToken,
   OutboxConfigurationError,
   OutboxMessage,
   OutboxModule,
@@ -171,7 +171,7 @@ describe('OutboxModule wiring (SQLite)', () => {
     ]);
     try {
       // As @nestjs/typeorm's named DataSources: injected by name (@InjectOutbox('events')), never as the class.
-      const outbox = app.get<OutboxService>(getOutboxServiceToken('events'));
+      const outbox = app.get<OutboxService>(getOutboxToken(OutboxService, 'events'));
       expect(() => app.get(OutboxService)).toThrow();
       await outbox.transaction(() => outbox.emit('Named', { ok: true }));
       const ds = app.get<DataSource>('eventsDataSource');

@@ -1,12 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
-import {
-  IdempotencyRecord,
-  OutboxHandlerInFlightError,
-  OutboxInvalidMessageError,
-  OutboxMessage,
-  OutboxService,
-} from '../src';
+import { OutboxInvalidMessageError, OutboxMessage, OutboxService } from '../src';
+import { OutboxHandlerInFlightError } from '../src/errors';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
 import { clsTransactionalModule } from './fixtures/cls-transactional';
 import { TestOrder } from './fixtures/order.entity';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';

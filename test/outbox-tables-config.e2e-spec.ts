@@ -2,7 +2,7 @@ import { ClientsModule, Transport } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource, type DataSourceOptions } from 'typeorm';
-import { getOutboxServiceToken, OutboxConfigurationError, outboxEntities, OutboxModule, OutboxService } from '../src';
+import { getOutboxToken, OutboxConfigurationError, outboxEntities, OutboxModule, OutboxService } from '../src';
 import { DATABASE_LABEL, type DatabaseKind, servicesOf } from './helpers/databases';
 import { useTestDatabase } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';
@@ -69,7 +69,7 @@ for (const kind of ['sqlite', 'postgres', 'mariadb'] as DatabaseKind[]) {
         clients,
         OutboxModule.forRootAsync({ dataSource: name, tables: { prefix: 'app_' }, useFactory: () => quiet }),
       ]);
-      const outbox = app.get<OutboxService>(getOutboxServiceToken(name));
+      const outbox = app.get<OutboxService>(getOutboxToken(OutboxService, name));
       const id = await outbox.transaction(() => outbox.emit('Prefixed', { ok: true }));
       const ds = app.get<DataSource>(getDataSourceToken(name));
       const runner = ds.createQueryRunner();

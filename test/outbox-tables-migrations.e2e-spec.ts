@@ -1,5 +1,6 @@
 import { DataSource } from 'typeorm';
-import { OUTBOX_MIGRATIONS, outboxEntities, outboxMigrations, type OutboxTablesOptions } from '../src';
+import { OUTBOX_MIGRATIONS, outboxEntities, outboxMigrations } from '../src';
+import { type OutboxTablesOptions } from '../src/schema/outbox-table-names';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
 import { useTestDatabase } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';
@@ -38,8 +39,8 @@ for (const kind of kinds) {
       });
 
       const ran = (await ds.runMigrations()).map((m) => m.name);
-      // Every set's six migrations, recorded under names of their own, in timestamp order.
-      expect(ran).toHaveLength(6 * (sets.length + 1));
+      // Every set's nine migrations, recorded under names of their own, in timestamp order.
+      expect(ran).toHaveLength(9 * (sets.length + 1));
       expect(ran.filter((n) => n.startsWith('CreateOutboxTables'))).toEqual([
         'CreateOutboxTables1764374400000',
         'CreateOutboxTables_billing_1764374400000',
@@ -65,13 +66,41 @@ for (const kind of kinds) {
           .indices.map((i) => i.name)
           .sort();
         expect(index).toEqual([
+          'IDX_billing_outbox_messages_cause',
           'IDX_billing_outbox_messages_claim',
           'IDX_billing_outbox_messages_cleanup',
           'IDX_billing_outbox_messages_dead',
           'IDX_billing_outbox_messages_key_destination',
           'UQ_billing_outbox_messages_message_destination',
         ]);
-        // The newest one makes each set's expiry index a BRIN index on PostgreSQL (and changes nothing elsewhere);
+        // The newest one adds each set's own edit_audit column; the one before, its cause columns; the one before
+        // that, its expires_at column.
+        for (const _ of [{}, ...sets]) await ds.undoLastMigration();
+        for (const s of [{}, ...sets]) {
+          const [messages] = tablesOf(s);
+          expect({ messages, audit: await runner.hasColumn(messages, 'edit_audit') }).toEqual({
+            messages,
+            audit: false,
+          });
+          expect({ messages, cause: await runner.hasColumn(messages, 'cause_key') }).toEqual({ messages, cause: true });
+        }
+        for (const _ of [{}, ...sets]) await ds.undoLastMigration();
+        for (const s of [{}, ...sets]) {
+          const [messages] = tablesOf(s);
+          expect({ messages, cause: await runner.hasColumn(messages, 'cause_key') }).toEqual({
+            messages,
+            cause: false,
+          });
+        }
+        for (const _ of [{}, ...sets]) await ds.undoLastMigration();
+        for (const s of [{}, ...sets]) {
+          const [messages] = tablesOf(s);
+          expect({ messages, expiry: await runner.hasColumn(messages, 'expires_at') }).toEqual({
+            messages,
+            expiry: false,
+          });
+        }
+        // The one before makes each set's expiry index a BRIN index on PostgreSQL (and changes nothing elsewhere);
         // reverting it gives each set its B-tree back.
         const expiryIndexes = async () =>
           kind !== 'postgres'
@@ -104,7 +133,7 @@ for (const kind of kinds) {
           expect(await runner.hasTable(messages)).toBe(true);
         }
         // And the rest of the way down drops every table.
-        for (let left = ran.length - 3 * (sets.length + 1); left > 0; left--) await ds.undoLastMigration();
+        for (let left = ran.length - 5 * (sets.length + 1); left > 0; left--) await ds.undoLastMigration();
         for (const s of [{}, ...sets])
           for (const table of tablesOf(s)) expect(await runner.hasTable(table)).toBe(false);
       } finally {

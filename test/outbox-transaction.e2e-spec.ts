@@ -1,14 +1,8 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { QueryFailedError } from 'typeorm';
-import {
-  OutboxDuplicateMessageIdError,
-  OutboxInvalidMessageError,
-  OutboxMessage,
-  OutboxNoTransactionError,
-  OutboxSerializationError,
-  OutboxService,
-} from '../src';
+import { OutboxInvalidMessageError, OutboxMessage, OutboxNoTransactionError, OutboxService } from '../src';
+import { OutboxDuplicateMessageIdError, OutboxSerializationError } from '../src/errors';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
@@ -182,6 +176,7 @@ for (const kind of kinds) {
         expect(error).toBeInstanceOf(OutboxDuplicateMessageIdError);
         expect(error).toBeInstanceOf(OutboxInvalidMessageError);
         expect((error as OutboxDuplicateMessageIdError).messageId).toBe('dup-1');
+        expect((error as OutboxDuplicateMessageIdError).code).toBe('OUTBOX_DUPLICATE_MESSAGE_ID');
         expect((error as Error).message).toMatch(/emit\('Second'\): the message id "dup-1" is already in the outbox/);
         expect((error as Error).message).toContain('Leave messageId out');
         expect(await counts()).toEqual({ orders: 0, events: 1 });

@@ -11,7 +11,8 @@ import { buildAndPack, installPackedApp } from './helpers/packed-package';
  * installs it, and the app's other packages (the peers) are symlinks to this repo's node_modules. From there a
  * CommonJS app `require()`s it and an ES module app `import`s it; each boots Nest on SQLite and runs
  * `outbox.transaction(() => outbox.emit(…))`, and an `@Idempotent()` route whose `@Exclude()`d field must not be stored
- * (class-transformer, an optional peer, is loaded by the build itself). A TypeScript consumer type-checks against both typings.
+ * (class-transformer, an optional peer, is loaded by the build itself). Each also loads `nestjs-outbox/testing` and
+ * `nestjs-outbox/console` from that build. A TypeScript consumer type-checks against both typings of the three entries.
  */
 const run = promisify(execFile);
 
@@ -51,6 +52,7 @@ async function main() {
   const post = () => fetch(url, { method: 'POST', headers: { 'Idempotency-Key': 'k1' } });
   const created = await post();
   const replayed = await post();
+  const IdempotencyRecord = outboxEntities()[3];
   const record = await app.get(DataSource).getRepository(IdempotencyRecord).findOneByOrFail({ key: 'k1' });
   const idempotent = { created: created.status, replayed: [replayed.status, replayed.headers.get('idempotent-replayed'), await replayed.json()], stored: JSON.parse(record.responseBody) };
   const id = await outbox.transaction(() => outbox.emit('PackageSmoke', { format: '${format}' }));
@@ -69,7 +71,7 @@ async function main() {
   const rows = await app.get(DataSource).getRepository(OutboxMessage).find();
   await app.close();
   const nest = JSON.parse(readFileSync(join(dirname(NEST_CORE), 'package.json'), 'utf8')).version;
-  console.log(JSON.stringify({ idempotent, id, failed, outside, rows: rows.map((r) => ({ messageId: r.messageId, pattern: r.pattern, payload: JSON.parse(r.payload) })), resolved: RESOLVED, testing: TESTING, testingKit: [typeof flushOutbox, typeof deliverEveryMessageTwice, typeof checkIdempotencyContract], nest, node: process.version }));
+  console.log(JSON.stringify({ idempotent, id, failed, outside, rows: rows.map((r) => ({ messageId: r.messageId, pattern: r.pattern, payload: JSON.parse(r.payload) })), resolved: RESOLVED, testing: TESTING, testingKit: [typeof flushOutbox, typeof deliverEveryMessageTwice, typeof checkIdempotencyContract], console: CONSOLE, consoleModule: typeof OutboxConsoleModule.forRoot, nest, node: process.version }));
 }
 main().catch((error) => {
   console.error(error);
@@ -86,13 +88,15 @@ const { TypeOrmModule } = require('@nestjs/typeorm');
 const { DataSource } = require('typeorm');
 const { Controller, Post } = require('@nestjs/common');
 const { Exclude } = require('class-transformer');
-const { IdempotencyRecord, Idempotent, OutboxModule, OutboxService, OutboxMessage, OutboxNoTransactionError } = require('nestjs-outbox');
+const { Idempotent, OutboxModule, OutboxService, OutboxMessage, OutboxNoTransactionError, outboxEntities } = require('nestjs-outbox');
 const { readFileSync } = require('node:fs');
 const { dirname, join } = require('node:path');
 const RESOLVED = require.resolve('nestjs-outbox');
 const NEST_CORE = require.resolve('@nestjs/core');
 const { flushOutbox, deliverEveryMessageTwice, checkIdempotencyContract } = require('nestjs-outbox/testing');
 const TESTING = require.resolve('nestjs-outbox/testing');
+const { OutboxConsoleModule } = require('nestjs-outbox/console');
+const CONSOLE = require.resolve('nestjs-outbox/console');
 ${APP_BODY('cjs')}`;
 
 const ESM_APP = `import 'reflect-metadata';
@@ -103,7 +107,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { Controller, Post } from '@nestjs/common';
 import { Exclude } from 'class-transformer';
-import { IdempotencyRecord, Idempotent, OutboxModule, OutboxService, OutboxMessage, OutboxNoTransactionError } from 'nestjs-outbox';
+import { Idempotent, OutboxModule, OutboxService, OutboxMessage, OutboxNoTransactionError, outboxEntities } from 'nestjs-outbox';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -111,6 +115,8 @@ const RESOLVED = import.meta.resolve('nestjs-outbox');
 const NEST_CORE = fileURLToPath(import.meta.resolve('@nestjs/core'));
 import { flushOutbox, deliverEveryMessageTwice, checkIdempotencyContract } from 'nestjs-outbox/testing';
 const TESTING = import.meta.resolve('nestjs-outbox/testing');
+import { OutboxConsoleModule } from 'nestjs-outbox/console';
+const CONSOLE = import.meta.resolve('nestjs-outbox/console');
 ${APP_BODY('esm')}`;
 
 /**
@@ -118,12 +124,23 @@ ${APP_BODY('esm')}`;
  * makes it `any`, and then the `@ts-expect-error` lines have no error to expect).
  */
 const TYPES_CHECK = `
-import { OutboxModule, OutboxService, type EmitOptions } from 'nestjs-outbox';
+import { OutboxModule, OutboxService } from 'nestjs-outbox';
+import type { OutboxModuleOptions } from 'nestjs-outbox';
+import { OutboxConsoleModule } from 'nestjs-outbox/console';
+import type { OutboxConsoleOptions } from 'nestjs-outbox/console';
+import { flushOutbox } from 'nestjs-outbox/testing';
 import type { DynamicModule } from '@nestjs/common';
+type EmitOptions = NonNullable<Parameters<OutboxService['emit']>[2]>;
 // @ts-expect-error a number is not an OutboxService
 export const notAService: OutboxService = 5;
 // @ts-expect-error EmitOptions.manager is a TypeORM EntityManager, not a number
 export const notAManager: EmitOptions = { manager: 5 };
+// @ts-expect-error retry.maxAttempts is a number (an option sub-type reached as an indexed type)
+export const badRetry: OutboxModuleOptions['retry'] = { maxAttempts: 'x' };
+// @ts-expect-error the console's sampleInterval is a number
+export const badConsole: OutboxConsoleOptions = { sampleInterval: 'x' };
+export const consoleModule: DynamicModule = OutboxConsoleModule.forRoot({ allowUnguarded: true });
+export const flush: (app: never) => Promise<number> = flushOutbox;
 // @ts-expect-error batchSize is a number
 export const badOption: DynamicModule = OutboxModule.forRoot({ client: 'BROKER', publisher: { batchSize: 'x' } });
 export const module: DynamicModule = OutboxModule.forRoot({ client: 'BROKER' });
@@ -146,13 +163,7 @@ describe('nestjs-outbox as a packed package (npm pack), CommonJS and ESM, on SQL
     writeFileSync(join(app, 'app.cjs'), CJS_APP);
     writeFileSync(join(app, 'app.mjs'), ESM_APP);
     writeFileSync(join(app, 'types.mts'), TYPES_CHECK);
-    writeFileSync(
-      join(app, 'types.cts'),
-      TYPES_CHECK.replace(', type EmitOptions }', ' }').replace(
-        'import { OutboxModule',
-        "import type { EmitOptions } from 'nestjs-outbox';\nimport { OutboxModule",
-      ),
-    );
+    writeFileSync(join(app, 'types.cts'), TYPES_CHECK);
   }, 180_000);
 
   afterAll(() => {
@@ -171,6 +182,10 @@ describe('nestjs-outbox as a packed package (npm pack), CommonJS and ESM, on SQL
       'dist/cjs/testing/index.js',
       'dist/esm/testing/index.js',
       'dist/esm/testing/index.d.ts',
+      'dist/cjs/console/index.js',
+      'dist/cjs/console/index.d.ts',
+      'dist/esm/console/index.js',
+      'dist/esm/console/index.d.ts',
     ]) {
       expect(packedFiles).toContain(file);
     }
@@ -189,6 +204,8 @@ describe('nestjs-outbox as a packed package (npm pack), CommonJS and ESM, on SQL
       expect(result.resolved).toContain(`/node_modules/nestjs-outbox/dist/${format}/index.js`);
       expect(result.testing).toContain(`/node_modules/nestjs-outbox/dist/${format}/testing/index.js`);
       expect(result.testingKit).toEqual(['function', 'function', 'function']);
+      expect(result.console).toContain(`/node_modules/nestjs-outbox/dist/${format}/console/index.js`);
+      expect(result.consoleModule).toBe('function');
       expect(result.failed).toBe('roll back');
       expect(result.outside).toBe('OutboxNoTransactionError');
       expect(result.rows).toEqual([{ messageId: result.id, pattern: 'PackageSmoke', payload: { format } }]);

@@ -1,21 +1,16 @@
 import { Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import {
-  AddOutboxAttempts1765152000000,
-  AddOutboxDestinations1765497600000,
-  CreateIdempotencyKeys1764460800000,
-  CreateIdempotencySteps1765411200000,
-  CreateOutboxTables1764374400000,
-  IdempotencyRecord,
-  IdempotencyStep,
-  OnOutboxEvent,
-  OutboxAttempt,
-  OutboxEventContext,
-  OutboxKeyLock,
-  OutboxMessage,
-  OutboxService,
-} from '../src';
+import { OnOutboxEvent, OutboxEventContext, OutboxMessage, OutboxService } from '../src';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
+import { IdempotencyStep } from '../src/schema/idempotency-step.entity';
+import { CreateOutboxTables1764374400000 } from '../src/schema/migrations/1764374400000-outbox-tables';
+import { CreateIdempotencyKeys1764460800000 } from '../src/schema/migrations/1764460800000-idempotency-keys';
+import { AddOutboxAttempts1765152000000 } from '../src/schema/migrations/1765152000000-outbox-attempts';
+import { CreateIdempotencySteps1765411200000 } from '../src/schema/migrations/1765411200000-idempotency-steps';
+import { AddOutboxDestinations1765497600000 } from '../src/schema/migrations/1765497600000-outbox-destinations';
+import { OutboxAttempt } from '../src/schema/outbox-attempt.entity';
+import { OutboxKeyLock } from '../src/schema/outbox-key-lock.entity';
 import { OutboxDatabase } from '../src/dialects/outbox-database';
 import type { ClaimedOutboxRow } from '../src/dialects/outbox-dialect';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';

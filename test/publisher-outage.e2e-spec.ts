@@ -1,6 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { OutboxAttempt, OutboxMessage, OutboxService } from '../src';
+import { OutboxMessage, OutboxService } from '../src';
+import { OutboxAttempt } from '../src/schema/outbox-attempt.entity';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { deleteQueue, rmqClientOptions, rmqConsumerOptions, startConsumer, uniqueQueue } from './helpers/consumers';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';

@@ -1,11 +1,11 @@
 import { ChildProcess, execFile, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { DataSource } from 'typeorm';
 import { deleteQueue, RABBITMQ_URL, uniqueQueue } from './helpers/consumers';
-import { createTestDatabase, TestDatabase } from './helpers/databases';
+import { createTestDatabase, DATABASE_LABEL, DatabaseKind, TestDatabase } from './helpers/databases';
 import { buildAndPack, installPackedApp } from './helpers/packed-package';
 import { freePort, waitFor } from './helpers/ports';
 import {
@@ -23,14 +23,17 @@ import { describeWith } from './helpers/services';
  * The README tested as written. The quick start's ```ts blocks are copied out of README.md (each under the file
  * name its first line gives) into a temp app that has the packed package installed (built and packed as
  * test/package.e2e-spec.ts does), together with every other block of README.md, CONTRIBUTING.md and docs/*.md that
- * declares a full class (the rule is in test/helpers/readme-snippets.ts); a type error names the Markdown file and line. `tsc` type-checks them all and compiles the app; the app then boots on a
- * fresh PostgreSQL database and RabbitMQ (a queue of its own) and takes a retried `POST /orders` and its event.
+ * declares a full class (the rule is in test/helpers/readme-snippets.ts); a type error names the Markdown file
+ * and line. `tsc` type-checks them all and compiles the app; the app then boots on a fresh PostgreSQL database and
+ * RabbitMQ (a queue of its own) and takes a retried `POST /orders` and its event — and so again on MariaDB and on
+ * SQLite, with only the connection lines of app.module.ts changed (its own migration included: the quick start works
+ * as pasted on each).
  */
 const run = promisify(execFile);
 
 describeWith(
-  ['postgres', 'rabbitmq'],
-  'README quick start, as written, on PostgreSQL + RabbitMQ (packed package)',
+  ['postgres', 'mariadb', 'rabbitmq'],
+  'README quick start, as written, on PostgreSQL + RabbitMQ, and on MariaDB and SQLite (packed package)',
   () => {
     let work: string;
     let app: string;
@@ -73,7 +76,8 @@ describeWith(
       queue = uniqueQueue('readme-orders');
     }, 180_000);
 
-    afterAll(async () => {
+    /** Stops the app of the last boot: SIGTERM, then SIGKILL after 10 s. */
+    async function stopApp() {
       if (child && child.exitCode === null) {
         const exited = new Promise((resolve) => child!.once('exit', resolve));
         child.kill('SIGTERM');
@@ -82,6 +86,11 @@ describeWith(
         clearTimeout(timer);
         if (child.exitCode === null) child.kill('SIGKILL');
       }
+      child = undefined;
+    }
+
+    afterAll(async () => {
+      await stopApp();
       await db?.drop();
       if (queue) await deleteQueue(queue);
       if (work) rmSync(work, { recursive: true, force: true });
@@ -124,28 +133,73 @@ describeWith(
       }
     });
 
-    it('boots; a retried POST /orders is replayed with one order row; its OrderPlaced is consumed once', async () => {
-      const port = await freePort();
-      const {
-        host,
-        port: pgPort,
-        username,
-        database,
-      } = db.options as { host: string; port: number; username: string; database: string };
-      child = spawn(process.execPath, [join('dist', 'main.js')], {
-        cwd: app,
-        env: {
-          ...process.env,
-          PORT: String(port),
-          DATABASE_URL: `postgres://${username}@${host}:${pgPort}/${database}`,
-          RABBITMQ_URL,
-          RABBITMQ_QUEUE: queue,
-          NO_COLOR: '1', // the app's log, shown when an assertion fails, without colour codes
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
+    /**
+     * The quick start on another database, as a user would switch it: only the connection lines of app.module.ts
+     * change (MySQL/MariaDB: `type`, the URL; SQLite: `type` and a file). Its own files only, compiled apart.
+     */
+    async function variant(kind: DatabaseKind): Promise<string> {
+      if (kind === 'postgres') return app;
+      const dir = join(work, `app-${kind}`);
+      mkdirSync(dir);
+      symlinkSync(join(app, 'node_modules'), join(dir, 'node_modules'));
+      writeFileSync(join(dir, 'tsconfig.json'), readFileSync(join(app, 'tsconfig.json')));
+      const connection = /type: 'postgres',\n(\s*)url: (process\.env\.DATABASE_URL \?\? '[^']*'),/;
+      for (const snippet of quickStartFiles(readReadme())) {
+        let code = snippet.code;
+        if (snippet.file === 'app.module.ts') {
+          expect(code).toMatch(connection);
+          code = code.replace(connection, (_, indent: string, url: string) =>
+            kind === 'mariadb'
+              ? `type: 'mariadb',\n${indent}url: ${url},`
+              : `type: 'better-sqlite3',\n${indent}database: process.env.DATABASE_URL ?? 'shop.sqlite',`,
+          );
+        }
+        writeFileSync(join(dir, snippet.file), code);
+      }
+      await run(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: dir });
+      return dir;
+    }
+
+    function databaseUrl(test: TestDatabase): string {
+      const o = test.options as { host: string; port: number; username: string; database: string };
+      if (test.kind === 'sqlite') return o.database;
+      return `${test.kind === 'postgres' ? 'postgres' : 'mysql'}://${o.username}@${o.host}:${o.port}/${o.database}`;
+    }
+
+    for (const kind of ['postgres', 'mariadb', 'sqlite'] as DatabaseKind[]) {
+      it(`boots on ${DATABASE_LABEL[kind]}; a retried POST /orders is replayed with one order row; its OrderPlaced is consumed once`, async () => {
+        const testDb = kind === 'postgres' ? db : await createTestDatabase(kind);
+        const queueOf = kind === 'postgres' ? queue : uniqueQueue(`readme-orders-${kind}`);
+        output = '';
+        try {
+          const dir = await variant(kind);
+          const port = await freePort();
+          child = spawn(process.execPath, [join('dist', 'main.js')], {
+            cwd: dir,
+            env: {
+              ...process.env,
+              PORT: String(port),
+              DATABASE_URL: databaseUrl(testDb),
+              RABBITMQ_URL,
+              RABBITMQ_QUEUE: queueOf,
+              NO_COLOR: '1', // the app's log, shown when an assertion fails, without colour codes
+            },
+            stdio: ['ignore', 'pipe', 'pipe'],
+          });
+          child.stdout!.on('data', (chunk) => (output += chunk));
+          child.stderr!.on('data', (chunk) => (output += chunk));
+          await retriedOrder(port, testDb);
+        } finally {
+          await stopApp();
+          if (kind !== 'postgres') {
+            await testDb.drop();
+            await deleteQueue(queueOf);
+          }
+        }
       });
-      child.stdout!.on('data', (chunk) => (output += chunk));
-      child.stderr!.on('data', (chunk) => (output += chunk));
+    }
+
+    async function retriedOrder(port: number, testDb: TestDatabase) {
       const url = `http://127.0.0.1:${port}/orders`;
       try {
         await waitFor(
@@ -183,13 +237,17 @@ describeWith(
       expect(retry.headers.get('idempotent-replayed')).toBe('true');
       expect(await retry.text()).toBe(firstBody);
 
-      const check = new DataSource(db.options);
+      const check = new DataSource(testDb.options);
       await check.initialize();
       try {
         expect(await check.query('SELECT product, amount FROM orders')).toEqual([{ product: 'tea', amount: 25 }]);
-        const total = async () =>
-          (await check.query('SELECT total FROM revenue WHERE id = 1'))[0]?.total as number | undefined;
-        await waitFor(async () => (await total()) !== undefined, 'the consumer to apply OrderPlaced', 60_000);
+        const total = async () => Number((await check.query('SELECT total FROM revenue WHERE id = 1'))[0]?.total);
+        await waitFor(
+          async () => (await total()) === 25,
+          'the consumer to apply OrderPlaced',
+          60_000,
+          async () => `revenue total ${await total()}\n--- app output ---\n${output}`,
+        );
         await waitFor(
           async () =>
             (await check.query(`SELECT status FROM outbox_messages`)).every(
@@ -205,6 +263,6 @@ describeWith(
       } finally {
         await check.destroy();
       }
-    });
+    }
   },
 );

@@ -1,14 +1,8 @@
 import type { INestApplication } from '@nestjs/common';
 import { RmqRecordSerializer } from '@nestjs/microservices/serializers/rmq-record.serializer';
 import { DataSource } from 'typeorm';
-import {
-  OutboxDeadEvent,
-  OutboxDeadLetters,
-  OutboxMessage,
-  OutboxPublisher,
-  OutboxRetryEvent,
-  OutboxService,
-} from '../src';
+import { OutboxDeadLetters, OutboxMessage, OutboxPublisher, OutboxService } from '../src';
+import { OutboxDeadEvent, OutboxRetryEvent } from '../src/events/publisher-events';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { AmqpRecorder } from './helpers/amqp-recorder';
 import { rmqClientOptions, uniqueQueue } from './helpers/consumers';

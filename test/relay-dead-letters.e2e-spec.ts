@@ -1,6 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import { RmqRecordSerializer } from '@nestjs/microservices/serializers/rmq-record.serializer';
-import { OutboxDeadEvent, OutboxDeadLetters, OutboxNonRetryableError, OutboxPublisher, OutboxService } from '../src';
+import { OutboxDeadLetters, OutboxNonRetryableError, OutboxPublisher, OutboxService } from '../src';
+import { OutboxDeadEvent } from '../src/events/publisher-events';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { AmqpRecorder } from './helpers/amqp-recorder';
 import { rmqClientOptions, uniqueQueue } from './helpers/consumers';

@@ -1,6 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { OutboxLeaseLostEvent, OutboxMessage, OutboxPublisher, OutboxService } from '../src';
+import { OutboxMessage, OutboxPublisher, OutboxService } from '../src';
+import { OutboxLeaseLostEvent } from '../src/events/publisher-events';
 import { AmqpRecorder } from './helpers/amqp-recorder';
 import { rmqClientOptions, uniqueQueue } from './helpers/consumers';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';

@@ -1,12 +1,13 @@
 import { DataSource } from 'typeorm';
-import {
-  AddOutboxAttempts1765152000000,
-  AddOutboxDestinations1765497600000,
-  CreateOutboxTables1764374400000,
-  OutboxAttempt,
-  OutboxKeyLock,
-  OutboxMessage,
-} from '../src';
+import { OutboxMessage } from '../src';
+import { CreateOutboxTables1764374400000 } from '../src/schema/migrations/1764374400000-outbox-tables';
+import { AddOutboxAttempts1765152000000 } from '../src/schema/migrations/1765152000000-outbox-attempts';
+import { AddOutboxDestinations1765497600000 } from '../src/schema/migrations/1765497600000-outbox-destinations';
+import { AddOutboxExpiry1765670400000 } from '../src/schema/migrations/1765670400000-outbox-expiry';
+import { AddOutboxCause1765756800000 } from '../src/schema/migrations/1765756800000-outbox-cause';
+import { AddOutboxEditAudit1765843200000 } from '../src/schema/migrations/1765843200000-outbox-edit-audit';
+import { OutboxAttempt } from '../src/schema/outbox-attempt.entity';
+import { OutboxKeyLock } from '../src/schema/outbox-key-lock.entity';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
 import { useTestDatabase } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';
@@ -26,6 +27,9 @@ for (const kind of kinds) {
           CreateOutboxTables1764374400000,
           AddOutboxAttempts1765152000000,
           AddOutboxDestinations1765497600000,
+          AddOutboxExpiry1765670400000,
+          AddOutboxCause1765756800000,
+          AddOutboxEditAudit1765843200000,
         ],
         logging: false,
       } as never);
@@ -38,12 +42,26 @@ for (const kind of kinds) {
         'CreateOutboxTables1764374400000',
         'AddOutboxAttempts1765152000000',
         'AddOutboxDestinations1765497600000',
+        'AddOutboxExpiry1765670400000',
+        'AddOutboxCause1765756800000',
+        'AddOutboxEditAudit1765843200000',
       ]);
       const pending = await ds.driver.createSchemaBuilder().log();
       expect(pending.upQueries.map((q) => q.query)).toEqual([]);
-      await ds.undoLastMigration();
       const runner = ds.createQueryRunner();
       try {
+        expect(await runner.hasColumn('outbox_messages', 'edit_audit')).toBe(true);
+        await ds.undoLastMigration();
+        expect(await runner.hasColumn('outbox_messages', 'edit_audit')).toBe(false);
+        expect(await runner.hasColumn('outbox_messages', 'cause_key')).toBe(true);
+        await ds.undoLastMigration();
+        expect(await runner.hasColumn('outbox_messages', 'cause_key')).toBe(false);
+        expect(await runner.hasColumn('outbox_messages', 'cause_scope')).toBe(false);
+        expect(await runner.hasColumn('outbox_messages', 'expires_at')).toBe(true);
+        await ds.undoLastMigration();
+        expect(await runner.hasColumn('outbox_messages', 'expires_at')).toBe(false);
+        expect(await runner.hasColumn('outbox_messages', 'destination')).toBe(true);
+        await ds.undoLastMigration();
         expect(await runner.hasColumn('outbox_messages', 'destination')).toBe(false);
         const unique = (await runner.getTable('outbox_messages'))!.indices.find((i) => i.isUnique);
         expect(unique?.columnNames).toEqual(['message_id']);
@@ -60,6 +78,9 @@ for (const kind of kinds) {
 
     it('AddOutboxAttempts dates the rows that were already dead from their available_at', async () => {
       await ds.runMigrations({ transaction: 'each' });
+      await ds.undoLastMigration();
+      await ds.undoLastMigration();
+      await ds.undoLastMigration();
       await ds.undoLastMigration();
       await ds.undoLastMigration();
       const t = (n: string) => ds.driver.escape(n);
@@ -90,6 +111,33 @@ for (const kind of kinds) {
         );
       await insert('handler:h');
       await expect(insert('handler:h')).rejects.toThrow();
+    });
+
+    it('AddOutboxExpiry leaves the rows already there without an expiry (they never expire, as before)', async () => {
+      const rows = await ds.getRepository(OutboxMessage).find({ order: { seq: 'ASC' } });
+      expect(rows.map((r) => [r.messageId, r.expiresAt])).toEqual([
+        ['d1', null],
+        ['p1', null],
+        ['p1', null],
+      ]);
+    });
+
+    it('AddOutboxCause leaves the rows already there without a cause, and indexes cause_key', async () => {
+      const rows = await ds.getRepository(OutboxMessage).find({ order: { seq: 'ASC' } });
+      expect(rows.map((r) => [r.messageId, r.causeScope, r.causeKey])).toEqual([
+        ['d1', null, null],
+        ['p1', null, null],
+        ['p1', null, null],
+      ]);
+      const runner = ds.createQueryRunner();
+      try {
+        const index = (await runner.getTable('outbox_messages'))!.indices.find(
+          (i) => i.name === 'IDX_outbox_messages_cause',
+        );
+        expect(index?.columnNames).toEqual(['cause_key']);
+      } finally {
+        await runner.release();
+      }
     });
   });
 }

@@ -1,13 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { ClientsModule, Transport } from '@nestjs/microservices';
 import { randomBytes } from 'node:crypto';
-import {
-  OnOutboxEvent,
-  OutboxConfigurationError,
-  OutboxDeadLetters,
-  OutboxEventContext,
-  OutboxRouteMessage,
-} from '../src';
+import { OnOutboxEvent, OutboxConfigurationError, OutboxDeadLetters, OutboxEventContext } from '../src';
+import { OutboxRouteMessage } from '../src/destinations/outbox-route.types';
 import { OutboxDatabase } from '../src/dialects/outbox-database';
 import { deleteQueue, rmqClientOptions, rmqConsumerOptions, startConsumer, uniqueQueue } from './helpers/consumers';
 import { useOutboxApp } from './helpers/e2e-fixture';

@@ -1,7 +1,9 @@
 import { Transport } from '@nestjs/microservices';
 import { join, resolve } from 'node:path';
 import { consumerOptions } from '../sample/app';
+import { OutboxJetStreamClient, OutboxJetStreamServer } from '../src';
 import {
+  brokerClientOptions,
   parseBrokerUrl,
   parseDatabaseUrl,
   readSampleConfig,
@@ -48,6 +50,26 @@ describe('Sample shop configuration (DATABASE_URL, BROKER_URL, PORT)', () => {
     expect(parseBrokerUrl(url, 'q1')).toMatchObject({ transport, options });
   });
 
+  it('NATS_STREAM switches NATS to JetStream: OutboxJetStreamClient publishes, OutboxJetStreamServer consumes', () => {
+    const broker = readSampleConfig({ BROKER_URL: 'nats://127.0.0.1:4222', NATS_STREAM: 'SAMPLE_SHOP' }).broker;
+    expect(broker).toMatchObject({
+      transport: Transport.NATS,
+      options: { servers: ['nats://127.0.0.1:4222'] },
+      jetStream: { stream: 'SAMPLE_SHOP', consumer: 'sample-shop' },
+    });
+    expect(broker.label).toBe('NATS JetStream 127.0.0.1:4222, stream SAMPLE_SHOP');
+    const client = brokerClientOptions(broker) as any;
+    expect(client.customClass).toBe(OutboxJetStreamClient);
+    expect(client.options).toEqual({ servers: ['nats://127.0.0.1:4222'], stream: 'SAMPLE_SHOP' });
+    const consumer = consumerOptions(broker) as any;
+    expect(consumer.strategy).toBeInstanceOf(OutboxJetStreamServer);
+    // Without NATS_STREAM, NATS stays core NATS (the default).
+    expect(readSampleConfig({ BROKER_URL: 'nats://127.0.0.1:4222' }).broker.jetStream).toBeUndefined();
+    expect(brokerClientOptions(parseBrokerUrl('nats://127.0.0.1:4222', 'q'))).toMatchObject({
+      transport: Transport.NATS,
+    });
+  });
+
   it('gives the consumer what a safe consumer needs: the envelope deserializer on TCP/Redis, manual acks on RabbitMQ', () => {
     const tcp = consumerOptions(parseBrokerUrl('tcp://127.0.0.1:4100', 'q')) as any;
     expect(tcp.options.deserializer?.constructor.name).toBe('OutboxEnvelopeDeserializer');
@@ -68,6 +90,8 @@ describe('Sample shop configuration (DATABASE_URL, BROKER_URL, PORT)', () => {
       { BROKER_URL: 'kafka://localhost:9092' },
       /BROKER_URL must start with tcp:\/\/, amqp:\/\/, nats:\/\/, redis:\/\/ or mqtt:\/\//,
     ],
+    [{ BROKER_URL: 'amqp://127.0.0.1', NATS_STREAM: 'S' }, /NATS_STREAM goes with BROKER_URL=nats:\/\//],
+    [{ BROKER_URL: 'nats://127.0.0.1', NATS_STREAM: 'a.b' }, /NATS_STREAM must be a stream name/],
     [{ PORT: 'eighty' }, /PORT must be a port number/],
     [{ PORT: '70000' }, /PORT must be a port number/],
   ])('refuses %j with a SampleConfigError that says what is accepted', (env, message) => {

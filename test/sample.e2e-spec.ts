@@ -10,6 +10,7 @@ import { OutboxService } from '../src';
 import { createSampleApp } from '../sample/app';
 import { parseBrokerUrl, SampleConfig } from '../sample/config';
 import { runDemo } from '../sample/demo';
+import { CustomerTotals } from '../sample/customers/customer-totals.entity';
 import { Order } from '../sample/orders/order.entity';
 import { CREDIT_LIMIT } from '../sample/orders/orders.service';
 import { RABBITMQ_URL, uniqueQueue } from './helpers/consumers';
@@ -192,6 +193,19 @@ for (const setup of setups) {
     describe('cases 2 and 3: POST /orders, the OrderPlaced consumer, GET /customers/:id', () => {
       it('GET /customers/:id of a customer with no orders → zeros', async () => {
         expect(await customer('nobody')).toEqual({ id: 'nobody', orders: 0, totalSpent: 0 });
+      });
+
+      it('PUT /customers/:id/hold with an id over 100 characters → 400 problem+json, nothing written', async () => {
+        const long = 'c'.repeat(101);
+        const res = await http().put(`/customers/${long}/hold`).expect(400);
+        expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+        expect(res.body.detail).toMatch(/at most 100 characters \(got 101\)/);
+        const totals = app.get(DataSource).getRepository(CustomerTotals);
+        expect(await totals.countBy({ id: long })).toBe(0);
+        await http().put('/customers/held-then-released/hold').expect(204);
+        expect((await totals.findOneByOrFail({ id: 'held-then-released' })).onHold).toBe(true);
+        await http().delete('/customers/held-then-released/hold').expect(204);
+        expect((await totals.findOneByOrFail({ id: 'held-then-released' })).onHold).toBe(false);
       });
 
       it('saves the order with its event; the consumer applies it once; a retry replays and emits nothing', async () => {
@@ -380,7 +394,7 @@ for (const setup of setups) {
       expect(stats).toMatchObject({ pending: 0, dead: 0 });
     });
 
-    it('npm run sample:demo prints the four cases against this sample', async () => {
+    it('npm run sample:demo prints the four cases and a requeued dead letter against this sample', async () => {
       const lines: string[] = [];
       await runDemo(baseUrl, (line) => lines.push(line));
       const text = lines.join('\n');
@@ -391,7 +405,24 @@ for (const setup of setups) {
       expect(text).toMatch(/already applied and skipped/);
       expect(text).toMatch(/orders 2, totalSpent 6500 \(unchanged\)/);
       expect(text).toMatch(/a new key for the same email → 409/);
+      expect(text).toMatch(
+        /trace of pay-\w+ \(GET \/console\/api\/trace\): request completed, HTTP 201\n\s+emitted no message/,
+      );
+      expect(text).toMatch(
+        /trace of order-1-\w+ \(GET \/console\/api\/trace\): request completed, HTTP 201\n\s+OrderPlaced \S+: sent; applied by (?!no consumer)\S+/,
+      );
+      // 5: a consumer that cannot apply a message (its customer on hold): dead at once, tried, requeued, applied once.
+      expect(text).toMatch(/PUT \/customers\/held-\w+\/hold → 204/);
+      expect(text).toMatch(
+        /OrderPlaced \S+ at consumer:OrderPlacedConsumer\.onOrderPlaced: dead after 1 attempt, not retried: .*is on hold/,
+      );
+      expect(text).toMatch(/POST \/console\/api\/dry-run .* → 1 of 1 would succeed/);
+      expect(text).toMatch(/POST \/console\/api\/requeue → 1 requeued/);
+      expect(text).toMatch(/GET \/customers\/held-\w+ → orders 1, totalSpent 1200: applied once/);
       expect(text).not.toMatch(/CHANGED|NOT marked/);
+      // Nothing left dead or pending once the requeued message is applied.
+      await waitFor(async () => (await http().get('/outbox')).body.pending === 0, 'the outbox to drain');
+      expect((await http().get('/outbox')).body).toMatchObject({ pending: 0, dead: 0 });
     });
 
     if (setup.transport === 'RabbitMQ') {

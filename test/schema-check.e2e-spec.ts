@@ -3,22 +3,20 @@ import { ClientsModule, Transport } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import {
-  AddOutboxAttempts1765152000000,
-  AddOutboxDestinations1765497600000,
-  CreateIdempotencyKeys1764460800000,
-  CreateIdempotencySteps1765411200000,
-  CreateOutboxTables1764374400000,
-  IdempotencyRecord,
-  IdempotencyStep,
-  OutboxAttempt,
-  OutboxKeyLock,
-  OutboxMessage,
-  OutboxModule,
-  OutboxModuleOptions,
-  OutboxSchemaError,
-  OutboxService,
-} from '../src';
+import { OutboxConfigurationError, OutboxMessage, OutboxModule, OutboxModuleOptions, OutboxService } from '../src';
+import { OutboxSchemaError } from '../src/errors';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
+import { IdempotencyStep } from '../src/schema/idempotency-step.entity';
+import { CreateOutboxTables1764374400000 } from '../src/schema/migrations/1764374400000-outbox-tables';
+import { CreateIdempotencyKeys1764460800000 } from '../src/schema/migrations/1764460800000-idempotency-keys';
+import { AddOutboxAttempts1765152000000 } from '../src/schema/migrations/1765152000000-outbox-attempts';
+import { CreateIdempotencySteps1765411200000 } from '../src/schema/migrations/1765411200000-idempotency-steps';
+import { AddOutboxDestinations1765497600000 } from '../src/schema/migrations/1765497600000-outbox-destinations';
+import { AddOutboxExpiry1765670400000 } from '../src/schema/migrations/1765670400000-outbox-expiry';
+import { AddOutboxCause1765756800000 } from '../src/schema/migrations/1765756800000-outbox-cause';
+import { AddOutboxEditAudit1765843200000 } from '../src/schema/migrations/1765843200000-outbox-edit-audit';
+import { OutboxAttempt } from '../src/schema/outbox-attempt.entity';
+import { OutboxKeyLock } from '../src/schema/outbox-key-lock.entity';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
 import { describeWith } from './helpers/services';
 
@@ -29,6 +27,9 @@ const MIGRATIONS = [
   AddOutboxDestinations1765497600000,
   CreateIdempotencyKeys1764460800000,
   CreateIdempotencySteps1765411200000,
+  AddOutboxExpiry1765670400000,
+  AddOutboxCause1765756800000,
+  AddOutboxEditAudit1765843200000,
 ];
 const TYPEORM_DEFAULTS = { autoLoadEntities: true, synchronize: false, retryAttempts: 0, logging: false };
 
@@ -85,6 +86,9 @@ for (const kind of kinds) {
         (e: unknown) => e,
       );
       expect(error).toBeInstanceOf(OutboxSchemaError);
+      // Caught without the class: a configuration error of its own code.
+      expect(error).toBeInstanceOf(OutboxConfigurationError);
+      expect((error as OutboxSchemaError).code).toBe('OUTBOX_SCHEMA');
       return error as OutboxSchemaError;
     }
 
@@ -112,6 +116,7 @@ for (const kind of kinds) {
       expect(error.message).toContain("DataSource 'default'");
       expect(error.message).toContain(
         'CreateOutboxTables1764374400000, AddOutboxAttempts1765152000000, AddOutboxDestinations1765497600000, ' +
+          'AddOutboxExpiry1765670400000, AddOutboxCause1765756800000, AddOutboxEditAudit1765843200000, ' +
           'CreateIdempotencyKeys1764460800000 and ' +
           'CreateIdempotencySteps1765411200000',
       );
@@ -126,7 +131,11 @@ for (const kind of kinds) {
       );
       const error = await bootError();
       expect(error.problems).toEqual([
-        { table: 'outbox_messages', tableMissing: false, missingColumns: ['destination', 'dead_at'] },
+        {
+          table: 'outbox_messages',
+          tableMissing: false,
+          missingColumns: ['destination', 'expires_at', 'dead_at', 'cause_scope', 'cause_key', 'edit_audit'],
+        },
         {
           table: 'outbox_attempts',
           tableMissing: true,
@@ -134,7 +143,8 @@ for (const kind of kinds) {
         },
       ]);
       expect(error.message).toContain(
-        'run the shipped migrations AddOutboxAttempts1765152000000 and AddOutboxDestinations1765497600000 (exported',
+        'run the shipped migrations AddOutboxAttempts1765152000000, AddOutboxDestinations1765497600000, ' +
+          'AddOutboxExpiry1765670400000, AddOutboxCause1765756800000 and AddOutboxEditAudit1765843200000 (exported',
       );
       expect(error.message).not.toContain('was not made by these migrations');
       expect(error.message).not.toContain('CreateOutboxTables1764374400000');
@@ -148,6 +158,9 @@ for (const kind of kinds) {
           AddOutboxAttempts1765152000000,
           AddOutboxDestinations1765497600000,
           CreateIdempotencySteps1765411200000,
+          AddOutboxExpiry1765670400000,
+          AddOutboxCause1765756800000,
+          AddOutboxEditAudit1765843200000,
         ],
       );
       const error = await bootError();
@@ -158,7 +171,10 @@ for (const kind of kinds) {
     });
 
     it(`${label}: an app upgraded without the steps migration → fails naming idempotency_steps and only its migration`, async () => {
-      await withDataSource((ds) => ds.runMigrations(), MIGRATIONS.slice(0, 4));
+      await withDataSource(
+        (ds) => ds.runMigrations(),
+        MIGRATIONS.filter((m) => m !== CreateIdempotencySteps1765411200000),
+      );
       const error = await bootError();
       const missingColumns = expect.arrayContaining(['idempotency_key', 'step', 'result']);
       expect(error.problems).toEqual([{ table: 'idempotency_steps', tableMissing: true, missingColumns }]);
@@ -176,6 +192,45 @@ for (const kind of kinds) {
         { table: 'outbox_messages', tableMissing: false, missingColumns: ['destination'] },
       ]);
       expect(error.message).toContain('run the shipped migration AddOutboxDestinations1765497600000 (exported');
+      expect(error.message).not.toContain('was not made by these migrations');
+    });
+
+    it(`${label}: an app upgraded without the expiry migration → fails naming expires_at and only its migration`, async () => {
+      await withDataSource(
+        (ds) => ds.runMigrations(),
+        MIGRATIONS.filter((m) => m !== AddOutboxExpiry1765670400000),
+      );
+      const error = await bootError();
+      expect(error.problems).toEqual([
+        { table: 'outbox_messages', tableMissing: false, missingColumns: ['expires_at'] },
+      ]);
+      expect(error.message).toContain('run the shipped migration AddOutboxExpiry1765670400000 (exported');
+      expect(error.message).not.toContain('was not made by these migrations');
+    });
+
+    it(`${label}: an app upgraded without the cause migration → fails naming cause_scope, cause_key and only its migration`, async () => {
+      await withDataSource(
+        (ds) => ds.runMigrations(),
+        MIGRATIONS.filter((m) => m !== AddOutboxCause1765756800000),
+      );
+      const error = await bootError();
+      expect(error.problems).toEqual([
+        { table: 'outbox_messages', tableMissing: false, missingColumns: ['cause_scope', 'cause_key'] },
+      ]);
+      expect(error.message).toContain('run the shipped migration AddOutboxCause1765756800000 (exported');
+      expect(error.message).not.toContain('was not made by these migrations');
+    });
+
+    it(`${label}: an app upgraded without the edit-audit migration → fails naming edit_audit and only its migration`, async () => {
+      await withDataSource(
+        (ds) => ds.runMigrations(),
+        MIGRATIONS.filter((m) => m !== AddOutboxEditAudit1765843200000),
+      );
+      const error = await bootError();
+      expect(error.problems).toEqual([
+        { table: 'outbox_messages', tableMissing: false, missingColumns: ['edit_audit'] },
+      ]);
+      expect(error.message).toContain('run the shipped migration AddOutboxEditAudit1765843200000 (exported');
       expect(error.message).not.toContain('was not made by these migrations');
     });
 

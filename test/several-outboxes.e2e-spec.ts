@@ -8,23 +8,21 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import request from 'supertest';
 import { Column, DataSource, Entity, PrimaryGeneratedColumn } from 'typeorm';
 import {
-  getOutboxServiceToken,
   getOutboxToken,
-  IdempotencyRecord,
   Idempotent,
   InjectOutbox,
   OutboxDeadLetters,
   OutboxHealthIndicator,
   OutboxMessage,
   OutboxModule,
-  OutboxPublishedEvent,
   OutboxPublisher,
   OnOutboxEvent,
   OutboxEventContext,
   OutboxService,
   OUTBOX_CHANNELS,
-  OutboxRetryEvent,
 } from '../src';
+import { OutboxPublishedEvent, OutboxRetryEvent } from '../src/events/publisher-events';
+import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
 import { twoDataSources } from './fixtures/two-data-sources';
 import { OutboxConfigurationError } from '../src/errors';
 import { TestOrder } from './fixtures/order.entity';
@@ -211,10 +209,10 @@ describeWith(
     it('injects one OutboxService per DataSource, each writing to its own database', () => {
       const shop = app.get(Shop);
       expect(shop.orders).toBe(app.get(OutboxService));
-      expect(shop.billing).toBe(app.get(getOutboxServiceToken('billing')));
+      expect(shop.billing).toBe(app.get(getOutboxToken(OutboxService, 'billing')));
       expect(shop.billing).not.toBe(shop.orders);
-      expect(getOutboxServiceToken()).toBe(OutboxService);
-      expect(getOutboxServiceToken('default')).toBe(OutboxService);
+      expect(getOutboxToken(OutboxService)).toBe(OutboxService);
+      expect(getOutboxToken(OutboxService, 'default')).toBe(OutboxService);
       expect(app.get(getOutboxToken(OutboxDeadLetters, 'billing'))).not.toBe(app.get(OutboxDeadLetters));
       expect(shop.billingDeadLetters).toBe(app.get(getOutboxToken(OutboxDeadLetters, 'billing')));
       expect(app.get(getOutboxToken(OutboxHealthIndicator, 'billing'))).not.toBe(app.get(OutboxHealthIndicator));

@@ -15,7 +15,7 @@ import { getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import {
   getOutboxMessageId,
-  getOutboxServiceToken,
+  getOutboxToken,
   Idempotent,
   InjectOutbox,
   OutboxConfigurationError,
@@ -106,7 +106,7 @@ describe(`nestjs-outbox/testing with two outboxes (TCP, ${DATABASE_LABEL.sqlite}
 
   const outboxes = (nest: INestApplication) => ({
     orders: nest.get(OutboxService),
-    billing: nest.get<OutboxService>(getOutboxServiceToken('billing')),
+    billing: nest.get<OutboxService>(getOutboxToken(OutboxService, 'billing')),
   });
   const rows = (nest: INestApplication, dataSource: string | undefined, reference: string) =>
     nest.get<DataSource>(getDataSourceToken(dataSource)).getRepository(TestOrder).findBy({ reference });

@@ -147,6 +147,31 @@ for (const setup of setups) {
         expect(JSON.parse(after.headers!).traceparent).toBe(`00-${traceId}-${spanId}-01`);
       });
 
+      it("puts the emitting call's key (x-outbox-cause) on the producer and consumer spans as outbox.cause", async () => {
+        const { outbox } = fx;
+        const incoming = `incoming-${Date.now().toString(36)}`;
+        const request = tracer.startSpan('consume Incoming', { kind: SpanKind.CONSUMER });
+        let id = '';
+        await context.with(trace.setSpan(context.active(), request), () =>
+          outbox.once(
+            incoming,
+            async () => {
+              id = await outbox.emit('OrderPlaced', { orderId: 4 });
+            },
+            { scope: 'tracing-test' },
+          ),
+        );
+        request.end();
+        const row = await fx.dataSource.getRepository(OutboxMessage).findOneByOrFail({ messageId: id });
+        expect([row.causeScope, row.causeKey]).toEqual(['tracing-test', incoming]);
+        const ended = (name: string) =>
+          exporter.getFinishedSpans().find((s) => s.name === name && s.attributes['messaging.message.id'] === id);
+        await waitFor(() => ended('send OrderPlaced') !== undefined, 'the producer span to end');
+        await waitFor(() => ended('OrderPlaced process') !== undefined, 'the consumer span to end');
+        expect(ended('send OrderPlaced')!.attributes['outbox.cause']).toBe(incoming);
+        expect(ended('OrderPlaced process')!.attributes['outbox.cause']).toBe(incoming);
+      });
+
       it('ends the producer span of a failed publish with an error status, and a new one for the retry that succeeds', async () => {
         const { outbox } = fx;
         serializer.failing = true;

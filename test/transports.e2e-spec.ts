@@ -21,6 +21,8 @@ interface TransportCase {
   setup(): Promise<{ consumer: MicroserviceOptions; client: Record<string, unknown>; cleanup?: () => Promise<void> }>;
   /** Reads a header the producer set, from the consumer's context (where the transport has headers). */
   header?(context: any, name: string): string | undefined;
+  /** The time left (seconds) the broker received with a message, from the consumer's context (where it carries it). */
+  expiry?(context: any): number | undefined;
 }
 
 const cases: TransportCase[] = [
@@ -60,6 +62,7 @@ const cases: TransportCase[] = [
       };
     },
     header: (ctx, name) => ctx.getPacket().properties?.userProperties?.[name],
+    expiry: (ctx) => ctx.getPacket().properties?.messageExpiryInterval,
   },
   {
     name: 'Redis',
@@ -121,6 +124,25 @@ for (const transport of cases) {
           expect(transport.header(message.context, 'tenant')).toBe('acme');
         }
       });
+
+      if (transport.expiry) {
+        const expiryOf = transport.expiry;
+        it('a message emitted with an expiry carries the time left; one without carries none', async () => {
+          const { outbox } = fx;
+          const before = consumer.received.length;
+          const [timed, plain] = await outbox.transaction(async () => [
+            await outbox.emit(pattern, { n: 1 }, { expiresIn: 60_000 }),
+            await outbox.emit(pattern, { n: 2 }),
+          ]);
+          await waitFor(() => consumer.received.length >= before + 2, `both messages over ${transport.name}`);
+          const received = (id: string) => consumer.received.find((m) => m.messageId === id)!;
+          const left = expiryOf(received(timed).context);
+          expect(Number.isInteger(left)).toBe(true);
+          expect(left).toBeGreaterThan(0);
+          expect(left).toBeLessThanOrEqual(60);
+          expect(expiryOf(received(plain).context)).toBeUndefined();
+        });
+      }
     },
   );
 }

@@ -19,4 +19,8 @@ export class CustomerTotals {
     transformer: { to: (v: number) => v, from: (v: string | number) => Number(v) },
   })
   totalSpent!: number;
+
+  /** Set by `PUT /customers/:id/hold`: the consumer refuses this customer's orders until the hold is released. */
+  @Column({ name: 'on_hold', type: 'boolean', default: false })
+  onHold!: boolean;
 }

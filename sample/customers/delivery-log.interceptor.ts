@@ -4,8 +4,8 @@ import { Observable, tap } from 'rxjs';
 import { DeliveryLog } from './delivery-log';
 
 /**
- * Wraps the consumer (outside `@Idempotent()`) and writes one line per delivery: applied, or skipped because
- * that message id was already applied. The handler marks its transport context when it runs.
+ * Wraps the consumer (outside `@Idempotent()`) and writes one line per delivery: applied, skipped because that
+ * message id was already applied, or failed (stored for retry). The handler marks its transport context.
  */
 @Injectable()
 export class DeliveryLogInterceptor implements NestInterceptor {
@@ -25,7 +25,14 @@ export class DeliveryLogInterceptor implements NestInterceptor {
     return next.handle().pipe(
       tap({
         complete: () => {
-          const outcome = this.log.wasApplied(transportContext) ? 'applied' : 'skipped: already applied';
+          const end = this.log.endOf(transportContext);
+          if (end && !end.applied) {
+            // @Idempotent({ retry }) rolled the handler back and stored the message for a retry (or as dead).
+            this.log.record({ messageId, pattern, payload, outcome: 'failed', error: end.error });
+            this.logger.warn(`${pattern} ${messageId ?? '(no message id)'}: failed, stored for retry (${end.error})`);
+            return;
+          }
+          const outcome = end ? 'applied' : 'skipped: already applied';
           this.log.record({ messageId, pattern, payload, outcome });
           this.logger.log(`${pattern} ${messageId ?? '(no message id)'}: ${outcome}`);
         },

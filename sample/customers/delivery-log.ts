@@ -2,6 +2,9 @@ import { Injectable } from '@nestjs/common';
 
 export type DeliveryOutcome = 'applied' | 'skipped: already applied' | 'failed';
 
+/** How a delivery's handler ended: it applied the message, or threw (rolled back, then stored for retry). */
+type HandlerEnd = { applied: true } | { applied: false; error: string };
+
 /** One delivery of an event to the consumer, as the consumer saw it. */
 export interface Delivery {
   messageId: string | null;
@@ -20,15 +23,21 @@ export interface Delivery {
 export class DeliveryLog {
   private static readonly KEEP = 200;
   private readonly deliveries: Delivery[] = [];
-  /** Transport contexts of deliveries whose handler ran (set by the handler, read by the interceptor). */
-  private readonly ran = new WeakSet<object>();
+  /** How the handler of each delivery ended, by transport context (set by the handler, read by the interceptor). */
+  private readonly ends = new WeakMap<object, HandlerEnd>();
 
   markApplied(context: object): void {
-    this.ran.add(context);
+    this.ends.set(context, { applied: true });
   }
 
-  wasApplied(context: object): boolean {
-    return this.ran.has(context);
+  /** The handler threw: with `@Idempotent({ retry })` the delivery still completes (the message is stored). */
+  markFailed(context: object, error: unknown): void {
+    this.ends.set(context, { applied: false, error: String((error as Error)?.message ?? error) });
+  }
+
+  /** How the handler ended, or undefined when it did not run (an already applied message, skipped). */
+  endOf(context: object): HandlerEnd | undefined {
+    return this.ends.get(context);
   }
 
   record(delivery: Omit<Delivery, 'at'>): void {

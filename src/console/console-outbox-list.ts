@@ -9,6 +9,8 @@ export interface ConsoleOutboxView {
   name: string;
   /** True for the outbox the console shows without `?outbox=`: the default DataSource's (else the first named). */
   default: boolean;
+  /** Whether its dead letters may be edited (`deadLetters.allowEdit`): the page offers Edit only then. */
+  allowEdit: boolean;
   /** `OutboxService.stats()`, or null when it failed (the error is logged, not sent). */
   stats: OutboxStats | null;
   /** Why `stats` is null. */
@@ -23,13 +25,15 @@ const logger = new Logger('OutboxConsole');
  */
 export function readOutboxList(outboxes: readonly ConsoleOutbox[]): Promise<ConsoleOutboxView[]> {
   return Promise.all(
-    outboxes.map(async ({ name, outbox }, index): Promise<ConsoleOutboxView> => {
+    outboxes.map(async ({ name, outbox, deadLetters }, index): Promise<ConsoleOutboxView> => {
       const isDefault = index === 0; // the default DataSource's comes first, else the first named one
+      const allowEdit = deadLetters.editAllowed;
       try {
-        return { name, default: isDefault, stats: await outbox.stats() };
+        return { name, default: isDefault, allowEdit, stats: await outbox.stats() };
       } catch (error) {
         logger.warn(`Could not read the stats of the outbox '${name}': ${describeError(error)}`);
-        return { name, default: isDefault, stats: null, error: 'The stats query failed; see the server log.' };
+        const failed = 'The stats query failed; see the server log.';
+        return { name, default: isDefault, allowEdit, stats: null, error: failed };
       }
     }),
   );

@@ -5,6 +5,7 @@ import { getOutboxToken } from '../outbox.constants';
 import { OutboxDeadLetters } from '../outbox/outbox-dead-letters.service';
 import { findOutboxes } from '../outbox/outbox-directory';
 import type { OutboxService } from '../outbox/outbox.service';
+import { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxPublisher } from '../publisher/outbox-publisher';
 import { badRequest, unknownOutbox } from './console-problem';
 
@@ -15,6 +16,8 @@ export interface ConsoleOutbox {
   outbox: OutboxService;
   deadLetters: OutboxDeadLetters;
   publisher: OutboxPublisher;
+  /** Its DataSource, dialect and entities, for the console's own read-only queries (pending rows, keys). */
+  database: OutboxDatabase;
 }
 
 /**
@@ -71,7 +74,13 @@ export class ConsoleOutboxes {
     this.found = new Map(
       [...services].map(([name, outbox]) => [
         name,
-        { name, outbox, deadLetters: get(OutboxDeadLetters, name), publisher: get(OutboxPublisher, name) },
+        {
+          name,
+          outbox,
+          deadLetters: get(OutboxDeadLetters, name),
+          publisher: get(OutboxPublisher, name),
+          database: get(OutboxDatabase, name),
+        },
       ]),
     );
     return this.found;

@@ -1,6 +1,11 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import { OutboxInvalidMessageError } from '../errors';
+import {
+  OutboxEditDisabledError,
+  OutboxInvalidMessageError,
+  OutboxMessageNotFoundError,
+  OutboxNotDeadError,
+} from '../errors';
 import { describeError } from '../util/describe-error';
 import type { ConsoleProblemDetails } from './console-problem';
 
@@ -9,7 +14,8 @@ const TITLES: Record<number, string> = { 400: 'Bad request', 401: 'Unauthorized'
 /**
  * Answers every error of a console route as RFC 9457 `application/problem+json`: the console's own problems as
  * built, a guard's 401/403 and Nest's other HTTP errors with their status, a dead-letter query mistake
- * (`OutboxDeadLetterQueryError` and its parent `OutboxInvalidMessageError`) as 400, anything else as 500 with a
+ * (`OutboxDeadLetterQueryError` and its parent `OutboxInvalidMessageError`, a bad edit) as 400, a message that is not
+ * dead (any more) as 409, an unknown message as 404, an edit where editing is off as 403, anything else as 500 with a
  * redacted, generic detail (the error itself is logged, redacted).
  */
 @Catch()
@@ -28,6 +34,25 @@ export class ConsoleProblemFilter implements ExceptionFilter {
   }
 
   private toProblem(error: unknown): ConsoleProblemDetails {
+    if (error instanceof OutboxNotDeadError) {
+      return {
+        type: 'urn:nestjs-outbox:console:not-dead',
+        title: 'Not a dead letter',
+        status: 409,
+        detail: error.message,
+      };
+    }
+    if (error instanceof OutboxMessageNotFoundError) {
+      return { type: 'urn:nestjs-outbox:console:not-found', title: 'Not found', status: 404, detail: error.message };
+    }
+    if (error instanceof OutboxEditDisabledError) {
+      return {
+        type: 'urn:nestjs-outbox:console:edit-disabled',
+        title: 'Editing is off',
+        status: 403,
+        detail: error.message,
+      };
+    }
     if (error instanceof OutboxInvalidMessageError) {
       return {
         type: 'urn:nestjs-outbox:console:bad-request',

@@ -1,11 +1,11 @@
 import type { DeadLetterFilter } from '../outbox/dead-letter.model';
 import { badRequest } from './console-problem';
 
-/** What a POST requeue / purge selects: message ids, or every dead message a filter matches (`{}`: all). */
+/** What a POST requeue / purge / dry-run selects: message ids, or every dead message a filter matches (`{}`: all). */
 export type ConsoleSelection = { ids: string[] } | { filter: DeadLetterFilter };
 
 /**
- * Reads the body of `POST <path>/api/requeue` and `/purge`: exactly one of `ids` (a non-empty array) or `filter`
+ * Reads the body of `POST <path>/api/requeue`, `/purge` and `/dry-run`: exactly one of `ids` (a non-empty array) or `filter`
  * (an object; `{}` selects every dead message, on purpose). The fields inside are checked by `OutboxDeadLetters`.
  */
 export function readSelection(body: unknown): ConsoleSelection {

@@ -14,7 +14,19 @@ import {
   UseGuards,
 } from '@nestjs/common';
 import { GUARDS_METADATA, PATH_METADATA } from '@nestjs/common/constants';
-import type { DeadLetterPage, DeadLetterPageQuery } from '../outbox/dead-letter.model';
+import type {
+  DeadLetterGroups,
+  DeadLetterGroupsQuery,
+  DeadLetterPage,
+  DeadLetterPageQuery,
+} from '../outbox/dead-letter.model';
+import type { DeadLetterDryRun } from '../outbox/dead-letter-trial.types';
+import type { DeadLetterEditResult } from '../outbox/dead-letter-edit.types';
+import { editFromConsole } from './console-edit';
+import { ConsolePendingPage, readPendingPage } from './console-pending';
+import { ConsoleKeyRecord, lookUpKey } from './console-keys';
+import { readTrace } from './console-trace';
+import type { OutboxTrace } from '../outbox/outbox-trace.types';
 import { OUTBOX_CONSOLE_OPTIONS } from './console.constants';
 import type { ResolvedOutboxConsoleOptions } from './console.options';
 import { notFound } from './console-problem';
@@ -25,7 +37,9 @@ import { ConsoleSample, ConsoleSampler } from './console-sampler';
 import { ConsoleOutboxes } from './console-outboxes';
 import { ConsoleOutboxView, readOutboxList } from './console-outbox-list';
 import { CONSOLE_APP_JS } from './page/console-script';
+import { CONSOLE_TRACE_JS } from './page/console-trace-script';
 import { CONSOLE_CSS } from './page/console-style';
+import type { BrokerCircuit } from '../publisher/circuit-breaker';
 import { renderConsolePage } from './page/console-page';
 import { CrossSiteGuard } from './cross-site.guard';
 
@@ -44,6 +58,8 @@ export interface ConsoleSummary {
   oldestPendingAgeMs: number;
   /** When it was read, epoch milliseconds. */
   at: number;
+  /** The circuit breaker of each broker in this process (`OutboxPublisher.circuits`; empty when breakers are off). */
+  circuits: BrokerCircuit[];
 }
 
 /** What `GET <path>/api/series` answers. */
@@ -88,7 +104,7 @@ export function createConsoleController(options: ResolvedOutboxConsoleOptions): 
     @Header('X-Content-Type-Options', 'nosniff')
     @Header('Cache-Control', 'no-store')
     script(): string {
-      return CONSOLE_APP_JS;
+      return CONSOLE_APP_JS + CONSOLE_TRACE_JS;
     }
 
     @Get('app.css')
@@ -108,8 +124,9 @@ export function createConsoleController(options: ResolvedOutboxConsoleOptions): 
     @Get('api/summary')
     @Header('Cache-Control', 'no-store')
     async summary(@Query('outbox') outbox: unknown): Promise<ConsoleSummary> {
-      const stats = await this.outboxes.resolve(outbox).outbox.stats();
-      return { ...stats, at: Date.now() };
+      const { outbox: service, publisher } = this.outboxes.resolve(outbox);
+      const stats = await service.stats();
+      return { ...stats, at: Date.now(), circuits: publisher.circuits };
     }
 
     @Get('api/series')
@@ -139,6 +156,34 @@ export function createConsoleController(options: ResolvedOutboxConsoleOptions): 
       return { count: await this.outboxes.resolve(outbox).deadLetters.count(filter) };
     }
 
+    @Get('api/dead-letters/groups')
+    @Header('Cache-Control', 'no-store')
+    deadLetterGroups(@Query() query: Record<string, unknown>): Promise<DeadLetterGroups> {
+      const { outbox, ...filter } = query;
+      return this.outboxes.resolve(outbox).deadLetters.groups(filter as DeadLetterGroupsQuery);
+    }
+
+    @Get('api/pending')
+    @Header('Cache-Control', 'no-store')
+    pending(@Query() query: Record<string, unknown>): Promise<ConsolePendingPage> {
+      const { outbox, ...rest } = query;
+      return readPendingPage(this.outboxes.resolve(outbox).database, rest);
+    }
+
+    @Get('api/keys')
+    @Header('Cache-Control', 'no-store')
+    keys(@Query() query: Record<string, unknown>): Promise<{ records: ConsoleKeyRecord[] }> {
+      const { outbox, ...rest } = query;
+      return lookUpKey(this.outboxes.resolve(outbox).database, rest, this.options.showStoredResponses);
+    }
+
+    @Get('api/trace')
+    @Header('Cache-Control', 'no-store')
+    trace(@Query() query: Record<string, unknown>): Promise<OutboxTrace> {
+      const { outbox, ...rest } = query;
+      return readTrace(this.outboxes.resolve(outbox).outbox, rest, this.options.showStoredResponses);
+    }
+
     @Get('api/messages/:id')
     @Header('Cache-Control', 'no-store')
     async message(
@@ -165,6 +210,31 @@ export function createConsoleController(options: ResolvedOutboxConsoleOptions): 
       const { deadLetters } = this.outboxes.resolve(outbox);
       const selection = readSelection(body);
       return { count: await deadLetters.requeue('ids' in selection ? selection.ids : selection.filter) };
+    }
+
+    @Post('api/dry-run')
+    @HttpCode(200)
+    @UseGuards(CrossSiteGuard)
+    @Header('Cache-Control', 'no-store')
+    dryRun(@Body() body: unknown, @Query('outbox') outbox: unknown): Promise<DeadLetterDryRun> {
+      // Guarded as a change: it runs the app's handlers (their transactions are rolled back, effects elsewhere not).
+      const { deadLetters } = this.outboxes.resolve(outbox);
+      const selection = readSelection(body);
+      return deadLetters.dryRun('ids' in selection ? selection.ids : selection.filter);
+    }
+
+    @Post('api/edit')
+    @HttpCode(200)
+    @UseGuards(CrossSiteGuard)
+    @Header('Cache-Control', 'no-store')
+    edit(
+      @Body() body: unknown,
+      @Query('outbox') outbox: unknown,
+      @Req() request: unknown,
+    ): Promise<DeadLetterEditResult> {
+      // Refused with 403 unless the outbox allows edits (deadLetters.allowEdit); the actor is the guard's principal.
+      const { name, deadLetters } = this.outboxes.resolve(outbox);
+      return editFromConsole(deadLetters, name, body, request);
     }
 
     @Post('api/purge')

@@ -1,7 +1,7 @@
 import { OutboxConfigurationError, OutboxConsoleUnguardedError } from '../errors';
 import { DEFAULT_CONSOLE_OPTIONS, OutboxConsoleOptions, ResolvedOutboxConsoleOptions } from './console.options';
 
-const KNOWN = ['path', 'guard', 'allowUnguarded', 'sampleInterval', 'window'];
+const KNOWN = ['path', 'guard', 'allowUnguarded', 'sampleInterval', 'window', 'showStoredResponses'];
 const SEGMENT = /^[A-Za-z0-9._-]+$/;
 
 function fail(option: string, problem: string, fix: string): never {
@@ -75,6 +75,10 @@ export function resolveConsoleOptions(options: OutboxConsoleOptions | undefined)
         'already protects the path.',
     );
   }
+  const showStoredResponses = raw.showStoredResponses ?? DEFAULT_CONSOLE_OPTIONS.showStoredResponses;
+  if (typeof showStoredResponses !== 'boolean') {
+    fail('showStoredResponses', `must be true or false, got ${String(showStoredResponses)}`, 'Leave it out for false.');
+  }
   const sampleInterval = integerIn(
     'sampleInterval',
     raw.sampleInterval,
@@ -88,5 +92,6 @@ export function resolveConsoleOptions(options: OutboxConsoleOptions | undefined)
     allowUnguarded,
     sampleInterval,
     window: integerIn('window', raw.window, DEFAULT_CONSOLE_OPTIONS.window, 1, 1440),
+    showStoredResponses,
   };
 }

@@ -38,6 +38,13 @@ export interface OutboxConsoleOptions {
    * @default 15
    */
   window?: number;
+  /**
+   * Show the stored response body and headers of an idempotency record in the key lookup (`GET <path>/api/keys`),
+   * redacted of credentials. Off by default: a stored response can carry customer data the operator need not see;
+   * the lookup then shows scope, state, response status and times only.
+   * @default false
+   */
+  showStoredResponses?: boolean;
 }
 
 /** The options with their defaults applied; `guard` stays undefined only when `allowUnguarded` is true. */
@@ -47,6 +54,7 @@ export interface ResolvedOutboxConsoleOptions {
   allowUnguarded: boolean;
   sampleInterval: number;
   window: number;
+  showStoredResponses: boolean;
 }
 
 /** The defaults of the options that have one. */
@@ -55,4 +63,5 @@ export const DEFAULT_CONSOLE_OPTIONS = Object.freeze({
   allowUnguarded: false,
   sampleInterval: 5000,
   window: 15,
+  showStoredResponses: false,
 });

@@ -10,8 +10,9 @@ import { ConsoleOutboxes } from './console-outboxes';
 /**
  * The outbox console: a page and its JSON API, mounted under `path` (default `outbox-console`), that shows every
  * outbox of the app (one per DataSource; `?outbox=<name>` picks one, the default DataSource's without it): the
- * backlog, the relay's lag and throughput over the last minutes, the dead letters with filters, one message's
- * payload, headers and attempt history (credentials redacted), and requeues or purges dead messages.
+ * backlog, the relay's lag and throughput over the last minutes, the dead letters by failure group and with filters,
+ * the pending and in-flight messages, an idempotency key's records, one message's payload, headers and attempt
+ * history (credentials redacted), and requeues or purges dead messages (by ids, filter or failure group).
  *
  * ```ts
  * @Module({

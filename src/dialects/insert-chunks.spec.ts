@@ -30,6 +30,15 @@ describe('insertChunks()', () => {
     expect(chunks.map((c) => c.length)).toEqual([5, 5]);
   });
 
+  it("counts a cause's two parameters (scope and key)", () => {
+    const cause = { scope: 'user-1', key: 'k' };
+    const chunks = insertChunks(
+      Array.from({ length: 10 }, (_, i) => row(i, { cause })),
+      { maxParameters: 21, maxBytes: Infinity },
+    );
+    expect(chunks.map((c) => c.length)).toEqual([3, 3, 3, 1]);
+  });
+
   it('bounds the text one statement carries, and sends a larger row alone', () => {
     const big = 'x'.repeat(100);
     const rows = [row(0, { payload: big }), row(1, { payload: big }), row(2, { payload: big.repeat(3) }), row(3)];

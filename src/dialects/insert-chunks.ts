@@ -9,11 +9,13 @@ export interface InsertChunkLimits {
 }
 
 /**
- * Bind parameters the INSERT uses for `row`: id, pattern, payload, headers, key, plus the due time when given and
- * the destination when not `''`.
+ * Bind parameters the INSERT uses for `row`: id, pattern, payload, headers, key, plus the due time and the expiry
+ * when given, the destination when not `''` and the cause's scope and key when it has one.
  */
 export function insertParameters(row: NewOutboxRow): number {
-  return 5 + (row.availableAt !== undefined || row.delay ? 1 : 0) + (row.destination ? 1 : 0);
+  const expiry = row.expiresAt !== undefined || row.expiresIn !== undefined ? 1 : 0;
+  const cause = row.cause ? 2 : 0;
+  return 5 + (row.availableAt !== undefined || row.delay ? 1 : 0) + expiry + (row.destination ? 1 : 0) + cause;
 }
 
 /**

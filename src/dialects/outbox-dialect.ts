@@ -18,6 +18,12 @@ export interface NewOutboxRow {
   availableAt?: number;
   /** Delay in ms after the database's now. Ignored when `availableAt` is set. */
   delay?: number;
+  /** Absolute expiry (epoch ms), from the caller's `expiresAt`; absent with neither this nor `expiresIn`: never. */
+  expiresAt?: number;
+  /** Expiry in ms after the database's now (the insert's). Ignored when `expiresAt` is set. */
+  expiresIn?: number;
+  /** The idempotency record (scope, key) of the call that emitted the row (`cause_scope`, `cause_key`); absent: none. */
+  cause?: { scope: string; key: string };
 }
 
 /** A claimed row as the publisher needs it. */
@@ -34,6 +40,11 @@ export interface ClaimedOutboxRow {
   attempts: number;
   /** Age of the row when it was claimed, in ms on the database clock (now − `created_at`); absent if not read. */
   ageMs?: number;
+  /**
+   * Time the row had left before it expires when it was claimed, in ms on the database clock (`expires_at` − now;
+   * 0 or less: expired); absent for a row without expiry.
+   */
+  expiresInMs?: number;
   /** When the claim returned, on this process's `performance.now()` clock (set by the publisher, not the dialect). */
   claimedAt?: number;
 }
@@ -91,6 +102,8 @@ export interface UniqueIndexDescription {
  */
 export interface DeadRowFilter {
   messageIds?: readonly string[];
+  /** Only these rows, by `seq` (a failure group's rows, found by `OutboxDeadLetters`). */
+  seqs?: readonly string[];
   pattern?: string;
   key?: string;
   /** The row's destination (`''`, `broker:<token>`, `handler:<name>`). */
@@ -146,6 +159,27 @@ export interface AttemptRow {
   publisher: string;
 }
 
+/** What `replaceDead()` writes: the dead rows of one message replaced by a corrected copy. */
+export interface DeadReplacement {
+  /** The original's message id. */
+  messageId: string;
+  /** Its dead rows to replace (all must still be dead with this id, else nothing changes). */
+  seqs: readonly string[];
+  /** The copy's new id, payload (JSON text) and headers (JSON text or null). */
+  newMessageId: string;
+  payload: string;
+  headers: string | null;
+  /** The audit written on the replaced rows (JSON text), given the database's now in epoch ms. */
+  audit: (now: number) => string;
+}
+
+/** One row `replaceDead()` replaced: the copy kept `seq`, the original now lives at `replacedSeq`. */
+export interface ReplacedRow {
+  seq: string;
+  replacedSeq: string;
+  destination: string;
+}
+
 /** How `markFailed()` records the attempt history. */
 export interface AttemptHistoryOptions {
   /** The publisher instance that made the attempts (e.g. `hostname:pid`). */
@@ -161,6 +195,11 @@ export interface ClaimRequest {
   owner: string;
   limit: number;
   leaseMs: number;
+  /**
+   * PostgreSQL WAL modes: leave the rows the stream reader has in hand — never attempted, not delayed, younger
+   * than this many ms — to it. Absent: every due row.
+   */
+  walHandoffMs?: number;
 }
 
 /**
@@ -186,6 +225,18 @@ export interface OutboxDialect {
    * database's limits on bind parameters and statement size allow.
    */
   insert(manager: EntityManager, table: string, rows: readonly NewOutboxRow[]): Promise<void>;
+  /**
+   * Inserts one row that has already failed once (a consumer's message stored as an inbox row): 1 counted attempt,
+   * due after `failure.retryDelay` or dead, its error in the attempt history. A duplicate `(message_id,
+   * destination)` rejects with the unique violation. Through `manager` (the caller's transaction).
+   */
+  insertFailed(
+    manager: EntityManager,
+    table: string,
+    row: NewOutboxRow & { destination: string },
+    failure: { error: string; retryDelay: number; dead: boolean },
+    history: AttemptHistoryOptions,
+  ): Promise<void>;
   /** Claims up to `limit` due, unclaimed, pending rows for `owner`, counting one attempt each. */
   claim(manager: EntityManager, request: ClaimRequest): Promise<ClaimedOutboxRow[]>;
   /** Marks rows sent, only where `owner` still holds the claim. Resolves with the number of rows marked. */
@@ -233,6 +284,13 @@ export interface OutboxDialect {
     table: string,
     selection: DeadSelection,
   ): Promise<Array<{ pattern: string; count: number }>>;
+  /**
+   * Replaces dead rows by a corrected copy in the caller's transaction (see `dead-letter-edit.sql.ts`): the copy
+   * takes each row's place (its `seq`), the original is kept as a `replaced` row with the audit and its history.
+   * Resolves with the rows replaced, or `[]` when any of them is no longer dead with the original id (nothing
+   * changed then).
+   */
+  replaceDead(manager: EntityManager, table: string, replacement: DeadReplacement): Promise<ReplacedRow[]>;
   /** Deletes the selected dead rows (their attempt history with them). Resolves with the number deleted. */
   purgeDead(manager: EntityManager, table: string, selection: DeadSelection): Promise<number>;
   /** Dead rows matching the query, newest death first (ties: higher `seq` first), at most `limit`. */

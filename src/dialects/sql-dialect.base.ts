@@ -1,14 +1,16 @@
 import type { EntityManager } from 'typeorm';
+import { replaceDeadRows } from './dead-letter-edit.sql';
+import { type FirstFailure, insertFailedRow } from './inbox-row.sql';
 import type {
   AttemptHistoryOptions,
   ClaimedOutboxRow,
+  DeadReplacement,
+  NewOutboxRow,
   OutboxDialect,
-  OutboxFailure,
   OutboxStats,
+  ReplacedRow,
 } from './outbox-dialect';
-import { redactSecrets } from '../util/redact-secrets';
-import { writeAttemptHistory } from './attempt-history.sql';
-import { SqlDeadLetterDialect } from './sql-dialect.dead-letters';
+import { SqlCompletionDialect } from './sql-dialect.completion';
 import { checkedSeq } from './sql-dialect.core';
 
 export { checkedMs, checkedSeq, SqlDialectCore } from './sql-dialect.core';
@@ -16,22 +18,24 @@ export type { ExecuteOptions, StatementResult, UniqueIndexRef } from './sql-dial
 
 /**
  * SQL that is the same on every supported database, written once against `quote()`, `param()` and `nowMs`.
- * The dialects add what differs: the claim, the clock and the error codes. This layer holds the relay's
- * completion writes (sent, failed with its attempt history, released, deleted), the stats and the cleanup.
+ * The dialects add what differs: the claim, the clock and the error codes. Built in layers, one file each: the
+ * statements and inserts (`sql-dialect.core.ts`), the dead letters (`sql-dialect.dead-letters.ts`), the relay's
+ * completion writes (`sql-dialect.completion.ts`); this last one holds the parts every claim is built from, the
+ * stats and the cleanup.
  */
-export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements OutboxDialect {
-  async deleteSent(manager: EntityManager, table: string, owner: string, seqs: readonly string[]): Promise<number> {
-    if (seqs.length === 0) return 0;
-    const q = (c: string) => this.quote(c);
-    const { affected } = await this.execute(
-      manager,
-      `
-        DELETE FROM ${this.quoteTable(table)}
-        WHERE ${q('claimed_by')} = ${this.param(1)} AND ${q('seq')} IN (${seqs.map(checkedSeq).join(', ')})`,
-      [owner],
-      { relay: true },
-    );
-    return affected;
+export abstract class SqlOutboxDialect extends SqlCompletionDialect implements OutboxDialect {
+  insertFailed(
+    manager: EntityManager,
+    table: string,
+    row: NewOutboxRow & { destination: string },
+    failure: FirstFailure,
+    history: AttemptHistoryOptions,
+  ): Promise<void> {
+    return insertFailedRow(this, manager, table, row, failure, history);
+  }
+
+  replaceDead(manager: EntityManager, table: string, replacement: DeadReplacement): Promise<ReplacedRow[]> {
+    return replaceDeadRows(this, manager, table, this.lockRowsClause, replacement);
   }
 
   async stats(manager: EntityManager, table: string): Promise<OutboxStats> {
@@ -91,150 +95,6 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
   /** Row-locking clause that skips rows other transactions hold (empty where there is one writer). */
   protected readonly skipLockedClause: string = 'FOR UPDATE SKIP LOCKED';
 
-  async markSent(manager: EntityManager, table: string, owner: string, seqs: readonly string[]): Promise<number> {
-    if (seqs.length === 0) return 0;
-    const q = (c: string) => this.quote(c);
-    const { affected } = await this.execute(
-      manager,
-      `
-        UPDATE ${this.quoteTable(table)}
-        SET ${q('status')} = 'sent', ${q('sent_at')} = ${this.nowMs}, ${q('claimed_by')} = NULL,
-          ${q('claimed_until')} = NULL, ${q('last_error')} = NULL
-        WHERE ${q('claimed_by')} = ${this.param(1)} AND ${q('seq')} IN (${seqs.map(checkedSeq).join(', ')})`,
-      [owner],
-      { relay: true },
-    );
-    return affected;
-  }
-
-  async markFailed(
-    manager: EntityManager,
-    table: string,
-    owner: string,
-    failures: readonly OutboxFailure[],
-    history?: AttemptHistoryOptions,
-  ): Promise<number> {
-    if (failures.length === 0) return 0;
-    if (!history || history.limit <= 0) return this.updateFailed(manager, table, owner, failures);
-    const q = (c: string) => this.quote(c);
-    return this.inTransaction(manager, async (tx) => {
-      // Lock the rows this claim still holds, so the update and the history cover exactly the same rows.
-      const { records } = await this.execute(
-        tx,
-        `SELECT ${q('seq')}, ${q('attempts')} FROM ${this.quoteTable(table)} ` +
-          `WHERE ${q('claimed_by')} = ${this.param(1)} ` +
-          `AND ${q('seq')} IN (${failures.map((f) => checkedSeq(f.seq)).join(', ')}) ${this.lockRowsClause}`,
-        [owner],
-      );
-      const held = new Map(records.map((r) => [String(r.seq), Number(r.attempts)]));
-      const mine = failures.filter((f) => held.has(f.seq));
-      if (mine.length === 0) return 0;
-      const changed = await this.updateFailed(tx, table, owner, mine);
-      await this.recordAttempts(tx, table, owner, mine, held, history);
-      return changed;
-    });
-  }
-
-  /** Appends one attempt row per failure, then keeps the newest `history.limit` of each: `writeAttemptHistory()`. */
-  protected async recordAttempts(
-    tx: EntityManager,
-    table: string,
-    owner: string,
-    failures: readonly OutboxFailure[],
-    attempts: ReadonlyMap<string, number>,
-    history: AttemptHistoryOptions,
-  ): Promise<void> {
-    await writeAttemptHistory(this, tx, table, { owner, failures, attempts, history });
-  }
-
-  /** Locks the rows a SELECT read until the transaction ends (empty where there is one writer). */
-  protected readonly lockRowsClause: string = 'FOR UPDATE';
-
-  /** The fenced UPDATE of `markFailed()`: retry or dead (with `dead_at`), error, claim cleared. */
-  protected async updateFailed(
-    manager: EntityManager,
-    table: string,
-    owner: string,
-    failures: readonly OutboxFailure[],
-  ): Promise<number> {
-    const q = (c: string) => this.quote(c);
-    // Placeholders are positional on MySQL and SQLite: push parameters in the order they appear in the text.
-    const params: unknown[] = [];
-    const p = (value: unknown) => {
-      params.push(value);
-      return this.param(params.length);
-    };
-    const delayCases = failures
-      .map((f) => `WHEN ${checkedSeq(f.seq)} THEN ${Math.max(0, Math.floor(f.retryDelay))}`)
-      .join(' ');
-    const errorCases = failures
-      .map((f) => `WHEN ${checkedSeq(f.seq)} THEN ${p(redactSecrets(f.error).slice(0, 4000))}`)
-      .join(' ');
-    const dead = failures.filter((f) => f.dead).map((f) => f.seq);
-    const statusExpr = dead.length
-      ? `CASE WHEN ${q('seq')} IN (${dead.join(', ')}) THEN 'dead' ELSE 'pending' END`
-      : `'pending'`;
-    const deadAtExpr = dead.length
-      ? `, ${q('dead_at')} = CASE WHEN ${q('seq')} IN (${dead.join(', ')}) THEN ${this.nowMs} ELSE ${q('dead_at')} END`
-      : '';
-    // An unreachable broker gives back the attempt its claim counted (never below 0).
-    const uncounted = failures.filter((f) => f.transportUnreachable && !f.dead).map((f) => f.seq);
-    const attempts = q('attempts');
-    const attemptsExpr = uncounted.length
-      ? `, ${attempts} = CASE WHEN ${q('seq')} IN (${uncounted.join(', ')}) AND ${attempts} > 0 ` +
-        `THEN ${attempts} - 1 ELSE ${attempts} END`
-      : '';
-    const { affected } = await this.execute(
-      manager,
-      `
-        UPDATE ${this.quoteTable(table)}
-        SET ${q('status')} = ${statusExpr}${deadAtExpr}${attemptsExpr},
-          ${q('available_at')} = ${this.nowMs} + CASE ${q('seq')} ${delayCases} ELSE 0 END,
-          ${q('last_error')} = CASE ${q('seq')} ${errorCases} ELSE ${q('last_error')} END,
-          ${q('claimed_by')} = NULL, ${q('claimed_until')} = NULL
-        WHERE ${q('claimed_by')} = ${p(owner)} AND ${q('seq')} IN (${failures.map((f) => f.seq).join(', ')})`,
-      params,
-      { relay: true },
-    );
-    return affected;
-  }
-
-  async extendLease(
-    manager: EntityManager,
-    table: string,
-    owner: string,
-    seqs: readonly string[],
-    leaseMs: number,
-  ): Promise<number> {
-    if (seqs.length === 0) return 0;
-    const q = (c: string) => this.quote(c);
-    const { affected } = await this.execute(
-      manager,
-      `
-        UPDATE ${this.quoteTable(table)}
-        SET ${q('claimed_until')} = ${this.nowMs} + ${Math.max(1, Math.floor(leaseMs))}
-        WHERE ${q('claimed_by')} = ${this.param(1)} AND ${q('seq')} IN (${seqs.map(checkedSeq).join(', ')})`,
-      [owner],
-      { relay: true },
-    );
-    return affected;
-  }
-
-  async release(manager: EntityManager, table: string, owner: string, seqs: readonly string[]): Promise<number> {
-    if (seqs.length === 0) return 0;
-    const q = (c: string) => this.quote(c);
-    const { affected } = await this.execute(
-      manager,
-      `
-        UPDATE ${this.quoteTable(table)}
-        SET ${q('claimed_by')} = NULL, ${q('claimed_until')} = NULL, ${q('attempts')} = ${q('attempts')} - 1
-        WHERE ${q('claimed_by')} = ${this.param(1)} AND ${q('seq')} IN (${seqs.map(checkedSeq).join(', ')})`,
-      [owner],
-      { relay: true },
-    );
-    return affected;
-  }
-
   /** Maps a claimed record (snake_case columns) to the publisher's shape. */
   protected toClaimed(record: any): ClaimedOutboxRow {
     return {
@@ -247,16 +107,38 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
       destination: record.destination ?? '',
       attempts: Number(record.attempts),
       ...(record.age_ms === undefined || record.age_ms === null ? {} : { ageMs: Math.max(0, Number(record.age_ms)) }),
+      ...(record.expires_in_ms === undefined || record.expires_in_ms === null
+        ? {}
+        : { expiresInMs: Number(record.expires_in_ms) }),
     };
   }
 
   /**
    * The claimed row's age on the database clock (now − `created_at`, in ms), as the column `age_ms` of a claim's
-   * result: the publisher adds the time to the broker's confirmation to report the commit-to-publish delay.
+   * result: the publisher adds the time to the broker's confirmation to report the commit-to-publish delay. And
+   * the time it has left before it expires (`expires_at` − now, `NULL` for a row without expiry), as
+   * `expires_in_ms`: the publisher publishes no row whose time is up (see `OutboxMessageExpiredError`).
    */
   protected claimedAge(alias?: string): string {
-    const column = alias ? `${alias}.${this.quote('created_at')}` : this.quote('created_at');
-    return `${this.nowMs} - ${column} AS ${this.quote('age_ms')}`;
+    const column = (c: string) => (alias ? `${alias}.${this.quote(c)}` : this.quote(c));
+    return (
+      `${this.nowMs} - ${column('created_at')} AS ${this.quote('age_ms')}, ` +
+      `${column('expires_at')} - ${this.nowMs} AS ${this.quote('expires_in_ms')}`
+    );
+  }
+
+  /**
+   * The condition that the earlier row of alias `e` (no alias: the statement's own table) holds back nothing of its
+   * key: it expired on the database clock and no publisher holds it. Such a row is never published — it is dead
+   * (reason expired) or about to be — so the next row of its key may go.
+   */
+  protected expiredUnheld(e?: string): string {
+    const c = (name: string) => (e ? `${e}.${this.quote(name)}` : this.quote(name));
+    const now = this.nowMs;
+    return (
+      `(${c('expires_at')} IS NOT NULL AND ${c('expires_at')} <= ${now} ` +
+      `AND (${c('claimed_until')} IS NULL OR ${c('claimed_until')} < ${now}))`
+    );
   }
 
   /**
@@ -285,8 +167,8 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
   /**
    * The WHERE clause of rows that may be claimed now (columns of the alias `m`): pending, due, unclaimed (or lease
    * expired), and — for keyed rows — not behind an earlier row of the same key and destination that cannot be
-   * published now (dead, waiting for a retry, or claimed by another publisher). A failing head so blocks only its
-   * own key at its own destination.
+   * published now (dead, waiting for a retry, or claimed by another publisher) and not expired (`expiredUnheld()`).
+   * A failing head so blocks only its own key at its own destination, and an expired one blocks nothing.
    */
   protected claimableWhere(table: string, m = 'm'): string {
     const q = (c: string) => this.quote(c);
@@ -299,6 +181,7 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
         FROM ${this.quoteTable(table)} e
         WHERE e.${q('ordering_key')} = ${m}.${q('ordering_key')}
           AND e.${q('status')} IN ('pending', 'dead') AND e.${q('seq')} < ${m}.${q('seq')}
+          AND NOT ${this.expiredUnheld('e')}
           AND ${this.heldBackBy('e', m, `(e.${q('status')} = 'dead' OR e.${q('available_at')} > ${now} OR e.${q('claimed_until')} >= ${now})`)}
       ))`;
   }
@@ -329,7 +212,7 @@ export abstract class SqlOutboxDialect extends SqlDeadLetterDialect implements O
         SELECT ${q('ordering_key')} AS ${q('k')}, ${q('destination')} AS ${q('d')}, MIN(${q('seq')}) AS ${q('first')}
         FROM ${this.quoteTable(table)}
         WHERE ${q('ordering_key')} IN (${keys.map((_, i) => this.param(i + 1)).join(', ')})
-          AND ${q('status')} IN ('pending', 'dead')
+          AND ${q('status')} IN ('pending', 'dead') AND NOT ${this.expiredUnheld()}
           AND ${q('seq')} NOT IN (${locked.map((r) => checkedSeq(r.seq)).join(', ')})
         GROUP BY ${q('ordering_key')}, ${q('destination')}`,
       params,

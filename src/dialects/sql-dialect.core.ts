@@ -72,6 +72,14 @@ export const MAX_INSERT_BYTES = 4 * 1024 * 1024;
 export abstract class SqlDialectCore {
   abstract readonly name: OutboxDialect['name'];
   abstract readonly nowMs: string;
+  /**
+   * "Now" for the stamps of one INSERT (`created_at`, `available_at`, `expires_at`): one value for the whole statement, so a
+   * delayed row's `available_at` is exactly `created_at + delay`. Defaults to `nowMs`, which is already fixed per
+   * statement on MySQL and SQLite; PostgreSQL's `clock_timestamp()` is not, so it names `statement_timestamp()`.
+   */
+  get insertNowMs(): string {
+    return this.nowMs;
+  }
   abstract quote(identifier: string): string;
   abstract param(index: number): string;
   /** Bind parameters one statement may carry on this database: `emitMany()` splits its INSERT to stay under it. */
@@ -116,17 +124,21 @@ export abstract class SqlDialectCore {
         params.push(value);
         return this.param(params.length);
       };
+      const now = this.insertNowMs;
       const values = chunk.map((row) => {
         // Placeholders are positional on MySQL and SQLite: push parameters in the order they appear.
         const head = `${p(row.messageId)}, ${p(row.pattern)}, ${p(row.payload)}, ${p(row.headers)}, ${p(row.key)}`;
         const destination = row.destination ? p(row.destination) : `''`;
         const due =
-          row.availableAt !== undefined
-            ? p(row.availableAt)
-            : row.delay
-              ? `${this.nowMs} + ${p(Math.floor(row.delay))}`
-              : this.nowMs;
-        return `(${head}, ${destination}, 'pending', 0, ${due}, ${this.nowMs})`;
+          row.availableAt !== undefined ? p(row.availableAt) : row.delay ? `${now} + ${p(Math.floor(row.delay))}` : now;
+        const expires =
+          row.expiresAt !== undefined
+            ? p(row.expiresAt)
+            : row.expiresIn !== undefined
+              ? `${now} + ${p(Math.ceil(row.expiresIn))}`
+              : 'NULL';
+        const cause = row.cause ? `${p(row.cause.scope)}, ${p(row.cause.key)}` : 'NULL, NULL';
+        return `(${head}, ${destination}, 'pending', 0, ${due}, ${expires}, ${now}, ${cause})`;
       });
       const q = (c: string) => this.quote(c);
       await this.execute(
@@ -134,7 +146,8 @@ export abstract class SqlDialectCore {
         `
           INSERT INTO ${this.quoteTable(table)} (
             ${q('message_id')}, ${q('pattern')}, ${q('payload')}, ${q('headers')}, ${q('ordering_key')},
-            ${q('destination')}, ${q('status')}, ${q('attempts')}, ${q('available_at')}, ${q('created_at')}
+            ${q('destination')}, ${q('status')}, ${q('attempts')}, ${q('available_at')}, ${q('expires_at')},
+            ${q('created_at')}, ${q('cause_scope')}, ${q('cause_key')}
           )
           VALUES ${values.join(', ')}`,
         params,

@@ -10,6 +10,11 @@ export function toDeadFilter(selection: DeadSelection): DeadRowFilter {
   return selection as DeadRowFilter;
 }
 
+/** True when the filter's id or row list is given and empty: it selects nothing, and no SQL is sent. */
+function selectsNothing(filter: DeadRowFilter): boolean {
+  return filter.messageIds?.length === 0 || filter.seqs?.length === 0;
+}
+
 /**
  * The dead letters in SQL, the same on every supported database: list (keyset pages, newest death first), count,
  * requeue and purge by ids or filter, and a message's attempt history. Dialects adjust the index hint and the keyset.
@@ -17,7 +22,7 @@ export function toDeadFilter(selection: DeadSelection): DeadRowFilter {
 export abstract class SqlDeadLetterDialect extends SqlDialectCore {
   async requeueDead(manager: EntityManager, table: string, selection: DeadSelection): Promise<number> {
     const filter = toDeadFilter(selection);
-    if (filter.messageIds?.length === 0) return 0;
+    if (selectsNothing(filter)) return 0;
     const q = (c: string) => this.quote(c);
     const { where, params } = this.deadWhere(filter);
     const { affected } = await this.execute(
@@ -36,7 +41,7 @@ export abstract class SqlDeadLetterDialect extends SqlDialectCore {
     selection: DeadSelection,
   ): Promise<Array<{ pattern: string; count: number }>> {
     const filter = toDeadFilter(selection);
-    if (filter.messageIds?.length === 0) return [];
+    if (selectsNothing(filter)) return [];
     const q = (c: string) => this.quote(c);
     const { where, params } = this.deadWhere(filter);
     const { records } = await this.execute(
@@ -50,14 +55,14 @@ export abstract class SqlDeadLetterDialect extends SqlDialectCore {
 
   async purgeDead(manager: EntityManager, table: string, selection: DeadSelection): Promise<number> {
     const filter = toDeadFilter(selection);
-    if (filter.messageIds?.length === 0) return 0;
+    if (selectsNothing(filter)) return 0;
     const { where, params } = this.deadWhere(filter);
     const { affected } = await this.execute(manager, `DELETE FROM ${this.quoteTable(table)} WHERE ${where}`, params);
     return affected;
   }
 
   async listDead(manager: EntityManager, table: string, { filter, after, limit }: DeadRowsQuery): Promise<DeadRow[]> {
-    if (filter.messageIds?.length === 0) return [];
+    if (selectsNothing(filter)) return [];
     const q = (c: string) => this.quote(c);
     const { where, params } = this.deadWhere(filter);
     const keyset = after ? ` AND ${this.keysetBefore(checkedMs(after.deadAt), checkedSeq(after.seq))}` : '';
@@ -93,7 +98,7 @@ export abstract class SqlDeadLetterDialect extends SqlDialectCore {
   }
 
   async countDead(manager: EntityManager, table: string, filter: DeadRowFilter): Promise<number> {
-    if (filter.messageIds?.length === 0) return 0;
+    if (selectsNothing(filter)) return 0;
     const { where, params } = this.deadWhere(filter);
     const { records } = await this.execute(
       manager,
@@ -134,6 +139,7 @@ export abstract class SqlDeadLetterDialect extends SqlDialectCore {
     };
     const parts = [`${q('status')} = 'dead'`];
     if (filter.messageIds) parts.push(`${q('message_id')} IN (${filter.messageIds.map(p).join(', ')})`);
+    if (filter.seqs) parts.push(`${q('seq')} IN (${filter.seqs.map(checkedSeq).join(', ')})`);
     if (filter.pattern !== undefined) parts.push(`${q('pattern')} = ${p(filter.pattern)}`);
     if (filter.key !== undefined) parts.push(`${q('ordering_key')} = ${p(filter.key)}`);
     if (filter.destination !== undefined) parts.push(`${q('destination')} = ${p(filter.destination)}`);

@@ -5,10 +5,20 @@ import { channel } from 'node:diagnostics_channel';
  * `replayed` (HTTP: the stored response was sent again), `in_flight` (HTTP 409, or a message redelivered while its
  * first delivery runs), `mismatch` (HTTP 422: the key was used for a different request), `unavailable` (HTTP 503:
  * the database could not be reached), `invalid` (HTTP 400: a missing, empty or oversized key, or a body nested too
- * deeply), `duplicate_skipped` (a message already handled: the handler did not run).
+ * deeply), `duplicate_skipped` (a message already handled: the handler did not run), `failed` (a message's handler
+ * threw: rolled back, then stored for retries under `@Idempotent({ retry })`, else requeued or left to the transport),
+ * `accepted` (a message stored as an inbox row under `mode: 'accept-first'`: its handler runs from the row).
  */
 export type IdempotencyOutcome =
-  'executed' | 'replayed' | 'in_flight' | 'mismatch' | 'unavailable' | 'invalid' | 'duplicate_skipped';
+  | 'executed'
+  | 'replayed'
+  | 'in_flight'
+  | 'mismatch'
+  | 'unavailable'
+  | 'invalid'
+  | 'duplicate_skipped'
+  | 'failed'
+  | 'accepted';
 
 /** Published on `OUTBOX_IDEMPOTENCY_CHANNEL` for each outcome. */
 export interface OutboxIdempotencyEvent {

@@ -22,6 +22,8 @@ export const OUTBOX_CHANNELS = Object.freeze({
   leaseLost: 'nestjs-outbox:lease-lost',
   /** Dead messages were requeued with `OutboxDeadLetters.requeue()`: `OutboxRequeuedEvent`. */
   requeued: 'nestjs-outbox:requeued',
+  /** An expired message was made a dead letter or dropped instead of being published: `OutboxExpiredEvent`. */
+  expired: 'nestjs-outbox:expired',
 } satisfies Record<keyof OutboxPublisherEvents, string>);
 
 const channels: Record<keyof OutboxPublisherEvents, Channel> = {
@@ -30,6 +32,7 @@ const channels: Record<keyof OutboxPublisherEvents, Channel> = {
   dead: channel(OUTBOX_CHANNELS.dead),
   leaseLost: channel(OUTBOX_CHANNELS.leaseLost),
   requeued: channel(OUTBOX_CHANNELS.requeued),
+  expired: channel(OUTBOX_CHANNELS.expired),
 };
 
 /** True when the event's channel has a subscriber (so building its payload is worth it). */

@@ -28,6 +28,24 @@ export interface OutboxDeadEvent {
   publishDurationMs?: number;
 }
 
+/**
+ * Reported for each message the publisher did not publish because its expiry (`emit()`'s `expiresIn` /
+ * `expiresAt`) had passed: it is now a dead letter, or was dropped (`publisher.onExpired`).
+ */
+export interface OutboxExpiredEvent {
+  /** The outbox it comes from: the name of its DataSource (`'default'` for the default one). */
+  dataSource: string;
+  messageId: string;
+  pattern: string;
+  key: string | null;
+  /** The row's destination: `broker:<token>`, `handler:<name>`, or `''` (every destination of the message). */
+  destination: string;
+  /** What became of it: `'dead'` (listed by `OutboxDeadLetters`) or `'drop'` (deleted). */
+  outcome: 'dead' | 'drop';
+  /** How long ago it expired when the publisher found it (ms, database clock at the claim, plus local time since). */
+  expiredForMs: number;
+}
+
 /** Reported for each failed attempt that will be retried. */
 export interface OutboxRetryEvent {
   /** The outbox it comes from: the name of its DataSource (`'default'` for the default one). */
@@ -70,6 +88,8 @@ export interface OutboxPublishedMessage {
   pattern: string;
   key: string | null;
   attempts: number;
+  /** The row's destination: `broker:<token>`, `handler:<name>`, or `''` (every destination of the message). */
+  destination: string;
   /** From the start of the publish to the broker's confirmation (ms), when measured. */
   publishDurationMs?: number;
   /**
@@ -96,6 +116,7 @@ export interface OutboxPublisherEvents {
   dead: OutboxDeadEvent;
   retry: OutboxRetryEvent;
   requeued: OutboxRequeuedEvent;
+  expired: OutboxExpiredEvent;
 }
 
 /**

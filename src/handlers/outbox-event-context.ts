@@ -12,4 +12,9 @@ export interface OutboxEventContext {
   readonly attempts: number;
   /** The handler's name (`ClassName.methodName` unless `@OnOutboxEvent(pattern, { name })` gave one). */
   readonly handler: string;
+  /**
+   * True when `OutboxDeadLetters.dryRun()` runs the handler: its transaction is always rolled back, so only writes
+   * through the outbox's transaction are undone — skip effects outside it (HTTP calls, other databases, files).
+   */
+  readonly dryRun?: boolean;
 }

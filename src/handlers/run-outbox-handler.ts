@@ -1,5 +1,6 @@
 import { OutboxHandlerFailedError, OutboxHandlerInFlightError, OutboxNonRetryableError } from '../errors';
 import type { IdempotencyService } from '../idempotency/idempotency.service';
+import { trackHandlerStart } from '../idempotency/handler-start';
 import { describeError } from '../util/describe-error';
 import type { OutboxEventContext } from './outbox-event-context';
 import type { OutboxEventHandler } from './outbox-handler-registry';
@@ -10,7 +11,7 @@ export function handlerScope(handlerName: string): string {
 }
 
 /** Stored as the records' fingerprint (a handler's record has no request to compare). */
-const FINGERPRINT = 'outbox-handler';
+export const HANDLER_FINGERPRINT = 'outbox-handler';
 
 /** The message as a handler gets it. */
 export interface HandledMessage {
@@ -35,7 +36,7 @@ export async function runOutboxHandler(
   message: HandledMessage,
 ): Promise<'applied' | 'skipped'> {
   const scope = handlerScope(handler.name);
-  const begun = await idempotency.begin(scope, message.messageId, FINGERPRINT);
+  const begun = await idempotency.begin(scope, message.messageId, HANDLER_FINGERPRINT);
   if (begun.kind === 'stored') return 'skipped';
   if (begun.kind === 'in-flight') {
     throw new OutboxHandlerInFlightError(
@@ -53,13 +54,17 @@ export async function runOutboxHandler(
     handler: handler.name,
   };
   try {
-    await attempt.run(() => handler.invoke(message.payload, context));
+    // What the handler emits records its record as its cause (`trace()`).
+    const cause = { dataSource: idempotency.dataSourceName, scope, key: message.messageId };
+    await attempt.run(() =>
+      trackHandlerStart({ started: true, cause }, () => handler.invoke(message.payload, context)),
+    );
   } catch (error) {
     await attempt.rollback().catch(() => undefined);
     if (error instanceof OutboxNonRetryableError) throw error;
     throw new OutboxHandlerFailedError(`In-process handler ${handler.name} failed: ${describeError(error)}`, error);
   }
   const ttl = idempotency.defaults.ttl;
-  const won = await attempt.commit({ fingerprint: FINGERPRINT, status: null, body: null, headers: null, ttl });
+  const won = await attempt.commit({ fingerprint: HANDLER_FINGERPRINT, status: null, body: null, headers: null, ttl });
   return won ? 'applied' : 'skipped';
 }

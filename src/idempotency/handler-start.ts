@@ -12,6 +12,16 @@ export interface HandlerStart {
   started: boolean;
   /** The call's steps (`idempotentStep()`), created on first use; undefined once the handler settled. */
   steps?: () => StepScope | undefined;
+  /** The call's idempotency record while its handler runs: the cause of the messages it emits (`trace()`). */
+  cause?: CallCause;
+}
+
+/** The idempotency record of a running call: the outbox's DataSource it is recorded in, its scope and key. */
+export interface CallCause {
+  /** The DataSource's name (`'default'` for the default one): only that outbox records the cause. */
+  dataSource: string;
+  scope: string;
+  key: string;
 }
 
 /** The start mark, in the library's one async context (`context-slots.ts`). */
@@ -40,4 +50,10 @@ export function markingStart<F extends (...args: any[]) => unknown>(method: F): 
     Reflect.defineMetadata(key, Reflect.getMetadata(key, method), marked);
   }
   return marked as unknown as F;
+}
+
+/** The record (scope, key) of the idempotent call running in this async context, when it is one of `dataSource`'s. */
+export function currentCause(dataSource: string): { scope: string; key: string } | undefined {
+  const cause = starts.get()?.cause;
+  return cause && cause.dataSource === dataSource ? { scope: cause.scope, key: cause.key } : undefined;
 }

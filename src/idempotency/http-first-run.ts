@@ -12,7 +12,7 @@ import { reportIdempotencyOutcome } from '../events/idempotency-channel';
  * committed the key first, its record answers.
  */
 
-/** The interceptor's steps for one request's first run (each bound to its overridable step). */
+/** The interceptor's steps for one request's first run (each bound to the interceptor's step). */
 export interface FirstRequestSteps {
   /** Runs the handler in the attempt's transaction (`runHandler`). */
   run(): Promise<unknown>;

@@ -11,7 +11,8 @@ import { withSteps } from './steps/idempotent-step';
 
 /**
  * The steps `IdempotencyInterceptor` shares between HTTP requests and messages: the handler's options, the call's
- * scope, the handler's run in the attempt, the rollback, a lost race and the warnings. Every step is `protected` and overridable in a subclass of the interceptor.
+ * scope, the handler's run in the attempt, the rollback, a lost race and the warnings. Steps are `protected`, for
+ * the interceptor's own classes and the library's tests (not an extension point: see `IdempotencyInterceptor`).
  */
 export abstract class IdempotencySteps {
   protected readonly logger = new Logger('Idempotency');
@@ -26,6 +27,16 @@ export abstract class IdempotencySteps {
       reflector,
       () => this.idempotency.defaults,
       () => this.idempotency.dataSourceName,
+      // Derived from the consumer when not given; a contradiction was refused at start-up (IdempotentOptionsCheck),
+      // unless its consumer was connected after that: then it is logged here, at the handler's first message, and
+      // the handler never acks on a noAck: true channel.
+      (consumer, handler, given) => {
+        const mode = this.idempotency.rpcServers.ackModeOf(`@Idempotent() on ${consumer}`, handler, given);
+        if (mode.problem)
+          this.logger.error(`${mode.problem} (found at its first message: its consumer was not known at start-up)`);
+        else if (mode.unknown) this.warnOnce(`${consumer} ack mode`, mode.unknown);
+        return mode.manualAck;
+      },
     );
   }
 

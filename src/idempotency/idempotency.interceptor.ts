@@ -10,7 +10,7 @@ import * as httpRequest from './http-request-key';
 import { rememberIdempotencyKey } from './idempotency-key.decorator';
 import type { IdempotencyAttempt, StoredIdempotencyRecord } from './idempotency-store';
 import * as warnings from './idempotency-warnings';
-import type { HandlerBody, IdempotentCall, ResolvedIdempotentOptions, StoredResponse } from './idempotent-call.types';
+import type { IdempotentCall, ResolvedIdempotentOptions, StoredResponse } from './idempotent-call.types';
 import { IdempotencyService } from './idempotency.service';
 import {
   databaseBusyProblem,
@@ -21,26 +21,26 @@ import {
   nestedTooDeeplyProblem,
   reusedKeyProblem,
 } from './idempotency.problems';
-import { fingerprintMessage, readMessageKey } from './message-key';
-import * as settlement from './message-settlement';
-import { IdempotencySteps } from './idempotency-steps.base';
+import { IdempotencyMessageSteps } from './idempotency-message-steps.base';
 import { isGuardedByOuterApplication } from './outer-application';
 import { MAX_JSON_DEPTH, withinJsonDepth } from './stable-json';
-import { captureResponse, parseBody, replayResponse } from './stored-response';
+import { captureResponse, replayResponse } from './stored-response';
 import { outcomeOfStatus, reportIdempotencyOutcome } from '../events/idempotency-channel';
 
 /**
- * The interceptor behind `@Idempotent()`. Every step is `protected`: extend the class, override a step
- * (`scopeOf`, `principalOf`, `fingerprintHttp`, `toStoredResponse`, `replay`, `skipDuplicate`, …) and apply it with
- * `applyDecorators(SetMetadata(IDEMPOTENT_OPTIONS, options), UseInterceptors(MyInterceptor))`.
+ * The interceptor behind `@Idempotent()`. It is not part of the public API: an app customises a guarded call
+ * through `@Idempotent()`'s options (`scope`, `key`, `fingerprint`, `replayErrors`, `retry`, `mode`, …), not by
+ * subclassing. Its steps are `protected` for the named-outbox variant (`named-idempotency.interceptor.ts`) and for the
+ * library's own tests, which hold a step to put a crash between two of them (the fault suite).
  *
  * This class strings the steps together; their bodies live in files of one job each: `handler-options.resolver.ts`,
  * `http-request-key.ts`, `http-first-run.ts`, `stored-response.ts`, `message-key.ts`, `message-settlement.ts`,
- * `call-scope.ts`, `attempt-rollback.ts`, `idempotency-warnings.ts` and `outer-application.ts`; the steps HTTP and
- * messages share (options, scopes, the handler's run, warnings) are `IdempotencySteps`'.
+ * `call-scope.ts`, `attempt-rollback.ts`, `idempotency-warnings.ts` and `outer-application.ts`; the message steps are
+ * `IdempotencyMessageSteps`' (`idempotency-message-steps.base.ts`), and the steps HTTP and messages share (options,
+ * scopes, the handler's run, warnings) are `IdempotencySteps`'.
  */
 @Injectable()
-export class IdempotencyInterceptor extends IdempotencySteps implements NestInterceptor {
+export class IdempotencyInterceptor extends IdempotencyMessageSteps implements NestInterceptor {
   constructor(reflector: Reflector, idempotency: IdempotencyService) {
     super(reflector, idempotency);
   }
@@ -226,112 +226,5 @@ export class IdempotencyInterceptor extends IdempotencySteps implements NestInte
   protected reject(context: ExecutionContext, problem: IdempotencyProblemException): IdempotencyProblemException {
     reportIdempotencyOutcome(outcomeOfStatus(problem.problem.status), this.optionsOf(context), 'http');
     return problem;
-  }
-
-  // ---------------------------------------------------------------------------------------------------- messages
-
-  protected async interceptRpc(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
-    const key = this.messageKeyOf(context);
-    // next.handle() binds the async context it is called in: it is called inside the transaction's context.
-    return of(await this.handleMessage(context, key, () => lastValueFrom(next.handle(), { defaultValue: undefined })));
-  }
-
-  /** The message's key (`key` option, else the outbox id), remembered for `@IdempotencyKey()`; may be empty. */
-  protected messageKeyOf(context: ExecutionContext): string | undefined {
-    // The data is argument 0, read by index as `switchToRpc()` would, without the closures it builds on every call.
-    const key = readMessageKey(context, context.getArgByIndex(0), this.optionsOf(context));
-    if (typeof key === 'string' && key.length > 0) rememberIdempotencyKey(context, key);
-    return key;
-  }
-
-  /**
-   * Guards one message: `handler` (which runs the handler's body) runs once per `key`, in a transaction with the
-   * key's record; a redelivery is skipped (a `@MessagePattern` gets the stored response). Resolves with what the
-   * caller receives.
-   */
-  protected async handleMessage(
-    context: ExecutionContext,
-    key: string | undefined,
-    handler: HandlerBody,
-  ): Promise<unknown> {
-    const options = this.optionsOf(context);
-    if (typeof key !== 'string' || key.length === 0) {
-      this.warnOnce(options.consumer, warnings.messageWithoutId(options.consumer));
-      return this.runWithoutRecordRpc(context, handler, options);
-    }
-    // Awaited only when the `scope` option answers with a promise: an await of a plain string costs a promise hop.
-    const scope = this.scopeOf(context, options, options.consumer);
-    const call: IdempotentCall = {
-      key: this.boundedText(key),
-      scope: this.boundedText(typeof scope === 'string' ? scope : await scope),
-      fingerprint: this.messageFingerprint(context, context.getArgByIndex(0), options),
-      options,
-    };
-    const begun = await this.idempotency.claim(call.scope, call.key, call.fingerprint, options.ttl, options);
-    if (begun.kind === 'stored') return this.skipDuplicate(context, begun.record, call);
-    if (begun.kind === 'in-flight') return this.deferInFlight(context, call);
-    return this.runFirstRpc(context, handler, begun.attempt, call);
-  }
-
-  /** The fingerprint of a message's data (for a warning: the id decides); fixed, with a warning, if nested too deep. */
-  protected messageFingerprint(context: ExecutionContext, data: unknown, options: ResolvedIdempotentOptions): string {
-    const { consumer } = options;
-    return fingerprintMessage(context, data, options, () =>
-      this.warnOnce(`${consumer} depth`, warnings.nestedData(consumer)),
-    );
-  }
-
-  /** The first delivery: runs the handler in the transaction with the record; settles the message after commit. */
-  protected runFirstRpc(
-    context: ExecutionContext,
-    handler: HandlerBody,
-    attempt: IdempotencyAttempt,
-    call: IdempotentCall,
-  ): Promise<unknown> {
-    const skip = (record: StoredIdempotencyRecord) => this.skipDuplicate(context, record, call);
-    return settlement.runFirstDelivery(attempt, call, {
-      run: () => this.runWithSteps(handler, attempt, call),
-      rollback: () => this.rollbackQuietly(attempt),
-      settle: (how) => this.settle(context, call.options, how),
-      lostRace: () => this.afterLostRace(call, skip, () => this.deferInFlight(context, call)),
-    });
-  }
-
-  /** A message without an id: its own transaction, no record; acked after the commit, requeued if anything fails. */
-  protected runWithoutRecordRpc(
-    context: ExecutionContext,
-    handler: HandlerBody,
-    options: ResolvedIdempotentOptions,
-  ): Promise<unknown> {
-    return settlement.runWithoutRecord(this.idempotency, handler, (how) => this.settle(context, options, how));
-  }
-
-  /** A redelivery of a handled message: the handler does not run; a `@MessagePattern` gets the stored response. */
-  protected skipDuplicate(context: ExecutionContext, record: StoredIdempotencyRecord, call: IdempotentCall): unknown {
-    settlement.logDuplicate(this.logger, record, call);
-    reportIdempotencyOutcome('duplicate_skipped', call.options, 'rpc');
-    this.settle(context, call.options, 'ack');
-    return parseBody(record.body);
-  }
-
-  /**
-   * The same message is being handled right now (a redelivery racing the first delivery). The first one will
-   * commit or roll back; this one is requeued after `retryAfter` seconds (manual-ack RabbitMQ), refused
-   * (`@MessagePattern`, so the caller can retry) or skipped with a warning.
-   */
-  protected deferInFlight(context: ExecutionContext, call: IdempotentCall): undefined {
-    reportIdempotencyOutcome('in_flight', call.options, 'rpc');
-    if (this.isMessagePattern(context)) throw settlement.inFlightError(call.key);
-    settlement.logInFlight(this.logger, call, this.settle(context, call.options, 'requeue'));
-    return undefined;
-  }
-
-  /** With `manualAck` (RabbitMQ) acks the message, or requeues it after `retryAfter` s; whether it did anything. */
-  protected settle(context: ExecutionContext, options: ResolvedIdempotentOptions, how: 'ack' | 'requeue'): boolean {
-    return settlement.settle(context, options, how, this.logger);
-  }
-
-  protected isMessagePattern(context: ExecutionContext): boolean {
-    return settlement.isMessagePattern(this.reflector, context);
   }
 }

@@ -14,7 +14,7 @@ describe('idempotency options', () => {
       required: true,
       ttl: 86_400_000,
       retryAfter: 1,
-      manualAck: false,
+      manualAck: undefined, // derived from the RabbitMQ consumer's noAck (consumer-ack-mode.ts)
       connectionTimeout: 5000,
       lockTimeout: 2000,
       statementTimeout: 5000,

@@ -1,4 +1,6 @@
 import { OutboxConfigurationError } from '../errors';
+import { DEFAULT_RETRY_OPTIONS, type ResolvedConsumerRetry } from '../retry.options';
+import { resolveRetryOptions } from '../retry.options-validation';
 import { DEFAULT_IDEMPOTENCY_OPTIONS, IdempotencyDefaults, ResolvedIdempotencyDefaults } from './idempotency.options';
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -87,11 +89,11 @@ export function resolveIdempotencyDefaults(
     fail('replayHeaders', 'must be an array of HTTP header names', "Pass e.g. ['location', 'etag'].");
   }
   const manualAck = raw.manualAck ?? base.manualAck;
-  if (typeof manualAck !== 'boolean')
+  if (manualAck !== undefined && typeof manualAck !== 'boolean')
     fail(
       'manualAck',
       `must be a boolean, got ${typeof manualAck}`,
-      'Pass true for RabbitMQ consumers with noAck: false.',
+      "Leave it out (derived from the RabbitMQ consumer's noAck), or pass true for noAck: false consumers.",
     );
   const replayErrors = raw.replayErrors ?? base.replayErrors;
   if (typeof replayErrors !== 'boolean' && typeof replayErrors !== 'function') {
@@ -99,6 +101,7 @@ export function resolveIdempotencyDefaults(
     fail('replayErrors', got, 'Pass true (the default policy), false, or (error) => boolean.');
   }
   return Object.freeze({
+    retry: resolveConsumerRetry(raw.retry, base.retry),
     header,
     required,
     maxKeyLength,
@@ -111,4 +114,24 @@ export function resolveIdempotencyDefaults(
     manualAck,
     replayErrors,
   });
+}
+
+const CONSUMER_RETRY_KEYS = [
+  'maxAttempts',
+  'initialDelay',
+  'factor',
+  'maxDelay',
+  'jitter',
+  'retryIf',
+  'patterns',
+] as const;
+
+/** `idempotency.retry` (or `@Idempotent({ retry })`) over `base`: false, the base's (or default) retries, refined. */
+function resolveConsumerRetry(input: unknown, base: ResolvedConsumerRetry | false): ResolvedConsumerRetry | false {
+  if (input === undefined) return base;
+  if (input === false) return false;
+  const from = base || DEFAULT_RETRY_OPTIONS;
+  if (input === true) input = {};
+  const where = { prefix: 'OutboxModule option', path: 'idempotency.retry' };
+  return Object.freeze(resolveRetryOptions(where, input, from, CONSUMER_RETRY_KEYS));
 }

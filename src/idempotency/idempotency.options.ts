@@ -1,4 +1,5 @@
 import type { ExecutionContext } from '@nestjs/common';
+import type { ConsumerRetryOptions, ResolvedConsumerRetry } from '../retry.options';
 
 /**
  * Module-wide defaults of `@Idempotent()`, given as `OutboxModule.forRoot({ idempotency: { … } })`. Each one can be
@@ -69,12 +70,17 @@ export interface IdempotencyDefaults {
    */
   replayHeaders?: string[];
   /**
-   * Message handlers of RabbitMQ consumers started with `noAck: false`: set true and the interceptor settles every
-   * message itself — it acks after the transaction with the record commits (and acks a skipped duplicate), and
-   * requeues after `retryAfter` seconds when the handler fails or the same message is in flight. The handler must not
-   * call `channel.ack(message)` itself: a second ack of one delivery is a channel error that closes the channel.
-   * Leave false for `noAck: true` consumers: acking there closes the channel too.
-   * @default false
+   * RabbitMQ consumers: whether the interceptor settles every message itself — it acks after the transaction with
+   * the record commits (and acks a skipped duplicate), and requeues after `retryAfter` seconds when the handler
+   * fails or the same message is in flight. The handler must then not call `channel.ack(message)` itself: a second
+   * ack of one delivery is a channel error that closes the channel. Leave it out and it is derived when the app
+   * boots from the consumer that delivers the handler's messages: true for `noAck: false`, false for `noAck: true`
+   * (Nest's default, where the broker acks at delivery and any ack closes the channel). A value that contradicts
+   * the consumer fails start-up with an `OutboxConfigurationError` (code `OUTBOX_ACK_MODE`) naming both settings;
+   * so does a pattern two handlers share on a `noAck: false` consumer unless one has `manualAck: true` and the
+   * others `false`. Where the consumer cannot be told (no RabbitMQ server of the app delivers the pattern yet, or a
+   * custom strategy that does not expose `noAck`), the value given is used, false when none. See docs/idempotency.md.
+   * @default derived from the consumer's `noAck` (false where it cannot be determined)
    */
   manualAck?: boolean;
   /**
@@ -89,6 +95,21 @@ export interface IdempotencyDefaults {
    * @default true
    */
   replayErrors?: boolean | ((error: unknown) => boolean);
+  /**
+   * `@EventPattern` consumers: bounded retries of a message whose handler throws. The handler's effect is rolled
+   * back; in a short transaction of its own the message is stored as an inbox row of the outbox (destination
+   * `consumer:<ControllerName.methodName>`) and the broker message is settled (acked with `manualAck`), so the queue
+   * keeps flowing; the relay runs the handler again from the row with this backoff, deduplicated by the same record
+   * as the broker's deliveries, and after `maxAttempts` (the first delivery included) the row is a dead letter of
+   * `OutboxDeadLetters` (`OutboxNonRetryableError`, or `retryIf` answering false: at once). The policy is the one of
+   * the consumer's `@EventPattern` pattern when `patterns` has one (see `OutboxRetryOptions.patterns`; a consumer's
+   * globs are added to the module-wide ones). `true` takes the defaults (or the module-wide
+   * `idempotency.retry`), an object refines them, `false` keeps the old behaviour (requeued for ever with
+   * `manualAck`, else the error goes to the transport). Not for `@MessagePattern` (its caller gets the error) nor a
+   * message without an id. The process that runs the publisher must have the controller. See docs/idempotency.md.
+   * @default false
+   */
+  retry?: ConsumerRetryOptions | boolean;
 }
 
 /** `@Idempotent(options)`: the defaults above plus how the key, scope and fingerprint are found. */
@@ -98,7 +119,7 @@ export interface IdempotentOptions extends IdempotencyDefaults {
    * Return e.g. a tenant or API-key id (from `context.switchToHttp().getRequest()`); it overrides the default, and
    * returning undefined falls back to it. Up to 255 characters (longer scopes are hashed).
    * @default HTTP: the authenticated principal — `request.user.id`, else `request.user.sub`, as a string (as
-   * Passport and JWT guards set it; the interceptor's overridable step is `principalOf`); '' when the request has no
+   * Passport and JWT guards set it; another principal is this option's job); '' when the request has no
    * principal, shared by every client and warned about once per route. Messages: the consumer,
    * 'ControllerName.methodName'
    */
@@ -122,10 +143,29 @@ export interface IdempotentOptions extends IdempotencyDefaults {
    * @default the default DataSource's outbox
    */
   dataSource?: string;
+  /**
+   * `@EventPattern` consumers: when the handler runs. `'process'` runs it at delivery, in the transaction that writes
+   * its record, and settles the broker message after the commit. `'accept-first'` runs nothing at delivery: the
+   * message is stored as an inbox row of the outbox (destination `consumer:<ControllerName.methodName>`, due at once)
+   * in a short transaction, the broker message is settled (acked with `manualAck`), and the relay, woken at once,
+   * runs the handler from the row, applied once under the same record — for handlers slower than the broker's
+   * lease (RabbitMQ's `consumer_timeout`) and webhooks. The row is retried with the consumer's `retry` (its own or
+   * the module-wide `idempotency.retry`; the default retry options when neither is set) and goes dead after
+   * `maxAttempts`; `retry: false` is refused here, as the broker no longer redelivers. Not for HTTP routes nor
+   * `@MessagePattern` (its caller waits for the answer): refused at start-up. A message without an id is handled
+   * at delivery (there is nothing to deduplicate its row by). See docs/idempotency.md, "Accept first, process later".
+   * @default 'process'
+   */
+  mode?: 'process' | 'accept-first';
 }
 
 /** The defaults after validation. */
-export type ResolvedIdempotencyDefaults = Required<IdempotencyDefaults>;
+export type ResolvedIdempotencyDefaults = Omit<Required<IdempotencyDefaults>, 'retry' | 'manualAck'> & {
+  /** A consumer's retries (`retry`), or false: none. */
+  retry: ResolvedConsumerRetry | false;
+  /** `manualAck` as given; undefined: derived from the handler's consumer. */
+  manualAck: boolean | undefined;
+};
 
 export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyDefaults> = Object.freeze({
   header: 'Idempotency-Key',
@@ -137,8 +177,9 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyDefaults> 
   lockTimeout: 2000,
   statementTimeout: 5000,
   replayHeaders: ['location', 'content-location', 'etag'],
-  manualAck: false,
+  manualAck: undefined,
   replayErrors: true,
+  retry: false,
 });
 
 /** Longest key (and scope) accepted, as Stripe and the IETF draft's examples use. */

@@ -1,6 +1,10 @@
 import { Inject, Injectable, Logger, OnModuleInit, Optional } from '@nestjs/common';
+import { ModulesContainer } from '@nestjs/core';
+import { RpcServers } from './consumer-ack-mode';
 import { OutboxCleanupRegistry } from '../scheduling/outbox-cleanup.registry';
+import { OutboxRelayRegistry } from '../scheduling/outbox-relay.registry';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
+import type { InboxTarget } from './failed-message-inbox';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { OutboxDatabase } from '../dialects/outbox-database';
 import { checkEntitiesRegistered } from '../schema/outbox-entities.check';
@@ -40,9 +44,28 @@ export class IdempotencyService implements OnModuleInit {
     protected readonly database: OutboxDatabase,
     @Inject(OUTBOX_OPTIONS) options: ResolvedOutboxOptions,
     @Optional() protected readonly cleanup?: OutboxCleanupRegistry,
+    @Optional() modules?: ModulesContainer,
+    @Optional() relays?: OutboxRelayRegistry,
   ) {
     this.defaults = options.idempotency ?? DEFAULT_IDEMPOTENCY_OPTIONS;
+    this.rpcServers = new RpcServers(modules);
+    const history = { publisher: options.publisher.instanceId, limit: options.retry.historyLimit };
+    // A hint only (polling finds the row too); no relay is registered when the outbox was not built by Nest.
+    const wake = () => {
+      try {
+        relays?.relay.wake();
+      } catch {
+        // no relay: the row waits for a publisher's poll
+      }
+    };
+    this.inbox = { database, history, wake };
   }
+
+  /** The app's microservice servers: how each RabbitMQ consumer acks (`manualAck` derived or checked from it). */
+  readonly rpcServers: RpcServers;
+
+  /** Where a failed consumer's message is stored as an inbox row (`failed-message-inbox.ts`). */
+  readonly inbox: InboxTarget;
 
   /** The name of the DataSource its records are written to (`'default'` for the default one). */
   get dataSourceName(): string {

@@ -1,8 +1,12 @@
 import type { IdempotentOptions, ResolvedIdempotencyDefaults } from './idempotency.options';
 
 /** The options of one handler: module defaults ← class ← method. */
-export type ResolvedIdempotentOptions = ResolvedIdempotencyDefaults &
+export type ResolvedIdempotentOptions = Omit<ResolvedIdempotencyDefaults, 'manualAck'> &
   Pick<IdempotentOptions, 'scope' | 'key' | 'fingerprint'> & {
+    /** When a consumer's handler runs (`mode`): at delivery, or from its inbox row after the message is acked. */
+    mode: 'process' | 'accept-first';
+    /** Whether the interceptor settles RabbitMQ messages: as given, else derived from the consumer's `noAck`. */
+    manualAck: boolean;
     /** Lower-case header name. */
     headerKey: string;
     /** 'Controller.method', the default scope of message handlers. */

@@ -1,10 +1,11 @@
-import { Injectable, OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { PATH_METADATA } from '@nestjs/common/constants';
 import type { ExecutionContext } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { PATTERN_HANDLER_METADATA } from '@nestjs/microservices/constants';
 import { OutboxConfigurationError } from '../errors';
 import { isDefaultDataSource } from '../outbox.constants';
+import { assertAckMode } from './consumer-ack-mode';
 import { HandlerOptionsResolver } from './handler-options.resolver';
 import { IDEMPOTENT_OPTIONS } from './idempotency.constants';
 import type { IdempotentOptions } from './idempotency.options';
@@ -19,6 +20,11 @@ const FUNCTION_OPTIONS = ['scope', 'key', 'fingerprint'] as const;
  * message refused at its first delivery is never acked, and its queue stops behind it). Each outbox checks the
  * handlers that record in it, merged with its module's `idempotency` defaults as a call would be. (A `dataSource`
  * naming no outbox of the app fails earlier: Nest cannot inject that outbox's `IdempotencyService`.)
+ *
+ * Message handlers are also checked against the RabbitMQ consumers that deliver them (`consumer-ack-mode.ts`): a
+ * `manualAck` that contradicts the consumer's `noAck` fails with an `OutboxAckModeError` (`OUTBOX_ACK_MODE`), and a
+ * consumer whose ack mode cannot be read is warned about once. The servers are known by then: a hybrid app's
+ * `connectMicroservice()` registers its handlers at once, and a microservice registers them before its init hooks.
  */
 @Injectable()
 export class IdempotentOptionsCheck implements OnModuleInit {
@@ -31,10 +37,15 @@ export class IdempotentOptionsCheck implements OnModuleInit {
 
   onModuleInit(): void {
     const own = nameOf(this.idempotency.dataSourceName);
+    let given: boolean | undefined; // the resolved handler's `manualAck` as given (undefined: derived)
     const resolver = new HandlerOptionsResolver(
       this.reflector,
       () => this.idempotency.defaults,
       () => own,
+      (_consumer, _handler, manualAck) => {
+        given = manualAck;
+        return manualAck ?? false;
+      },
     );
     for (const { controller, method, handler, options } of this.idempotentHandlers()) {
       const where = `@Idempotent() on ${controller.name}.${method}`;
@@ -55,6 +66,10 @@ export class IdempotentOptionsCheck implements OnModuleInit {
         if (!(error instanceof OutboxConfigurationError)) throw error;
         throw new OutboxConfigurationError(`${where}: ${error.message.replace(/^OutboxModule option /, 'option ')}`);
       }
+      refuseMisplacedMode(where, handler, options);
+      const mode = this.idempotency.rpcServers.ackModeOf(where, handler, given);
+      assertAckMode(mode);
+      if (mode.unknown) new Logger('Idempotency').warn(mode.unknown);
     }
   }
 
@@ -87,3 +102,21 @@ export class IdempotentOptionsCheck implements OnModuleInit {
 function nameOf(dataSource: string | undefined): string {
   return isDefaultDataSource(dataSource) ? 'default' : dataSource!;
 }
+
+/**
+ * `mode: 'accept-first'` is for `@EventPattern` consumers only: an HTTP client and a `@MessagePattern` caller wait
+ * for the handler's answer, which an accepted message has not got yet.
+ */
+function refuseMisplacedMode(where: string, handler: Function, options: IdempotentOptions): void {
+  if (options.mode === undefined || options.mode === 'process') return;
+  const kind: number | undefined = Reflect.getMetadata(PATTERN_HANDLER_METADATA, handler);
+  if (kind === EVENT_HANDLER) return;
+  const what = kind === undefined ? 'an HTTP route' : 'a @MessagePattern handler (its caller waits for the answer)';
+  throw new OutboxConfigurationError(
+    `${where}: option \`mode: '${String(options.mode)}'\` is only for @EventPattern consumers, and this is ${what}. ` +
+      "Remove `mode` here; on a controller's @Idempotent(), put @Idempotent({ mode: 'accept-first' }) on its " +
+      '@EventPattern methods instead.',
+  );
+}
+
+const EVENT_HANDLER = 2; // PatternHandler.EVENT of @nestjs/microservices

@@ -65,7 +65,7 @@ export function inFlightError(key: string): RpcException {
   });
 }
 
-/** The interceptor's steps for one message's first delivery (each bound to its overridable step). */
+/** The interceptor's steps for one message's first delivery (each bound to the interceptor's step). */
 export interface FirstDeliverySteps {
   /** Runs the handler in the attempt's transaction (`runHandler`). */
   run(): Promise<unknown>;
@@ -75,12 +75,18 @@ export interface FirstDeliverySteps {
   settle(how: 'ack' | 'requeue'): unknown;
   /** Answers when a redelivery committed the message first (`afterLostRace`). */
   lostRace(): Promise<unknown>;
+  /**
+   * After the handler failed and rolled back: stores the message for the relay's retries (`@Idempotent({ retry })`,
+   * `failed-message-inbox.ts`); true when it is stored, so the message is acked and no error goes to the transport.
+   */
+  keep?(error: unknown): Promise<boolean>;
 }
 
 /**
  * The first delivery of a message: runs the handler in the attempt's transaction, commits its effect with the
  * record (the handler's value as its body, for a `@MessagePattern` redelivery), then acknowledges the message.
- * A handler that fails rolls back and requeues it.
+ * A handler that fails rolls back; the message is then stored for the relay's retries and acknowledged (`keep`,
+ * under `@Idempotent({ retry })`), else requeued.
  */
 export async function runFirstDelivery(
   attempt: IdempotencyAttempt,
@@ -94,6 +100,11 @@ export async function runFirstDelivery(
     body = serializeBody(value);
   } catch (error) {
     await steps.rollback();
+    reportIdempotencyOutcome('failed', call.options, 'rpc');
+    if (await steps.keep?.(error)) {
+      steps.settle('ack');
+      return undefined;
+    }
     steps.settle('requeue');
     throw error;
   }

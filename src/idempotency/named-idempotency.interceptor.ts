@@ -10,7 +10,7 @@ const interceptors = new Map<string, Type<IdempotencyInterceptor>>();
 /**
  * The interceptor of `@Idempotent({ dataSource })`: `IdempotencyInterceptor` itself for the default DataSource, else a
  * subclass (one per name) that is given the named outbox's `IdempotencyService` (`getOutboxToken(IdempotencyService,
- * name)`) in place of the default one. Everything else is inherited, overridable steps included.
+ * name)`) in place of the default one. Everything else is inherited.
  */
 export function idempotencyInterceptorFor(dataSource: string | undefined): Type<IdempotencyInterceptor> {
   if (isDefaultDataSource(dataSource)) return IdempotencyInterceptor;

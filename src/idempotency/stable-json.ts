@@ -1,10 +1,12 @@
-import { OutboxError } from '../errors';
+import { OutboxError, type OutboxErrorCode } from '../errors';
 
 /** Deepest nesting of arrays and objects `stableJson` accepts by default (a request body nested deeper is refused). */
 export const MAX_JSON_DEPTH = 1000;
 
 /** A value is nested deeper than `stableJson` accepts (its fingerprint is not computed; the request gets a 400). */
 export class JsonNestingTooDeepError extends OutboxError {
+  override readonly code: OutboxErrorCode = 'OUTBOX_JSON_TOO_DEEP';
+
   constructor(readonly maxDepth: number) {
     super(`The value is nested more than ${maxDepth} levels deep (arrays and objects); send a flatter value.`);
   }

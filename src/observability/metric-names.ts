@@ -10,6 +10,11 @@ export const OUTBOX_METRICS = Object.freeze({
    * (a late confirm, past `publishTimeout`, included).
    */
   operationDuration: 'messaging.client.operation.duration',
+  /**
+   * Counter, `{run}`: runs of in-process `@OnOutboxEvent()` handlers from the outbox (`outbox.handler.name`;
+   * `error.type` on failure). Not broker sends: they are left out of `sentMessages` and `operationDuration`.
+   */
+  handlerRuns: 'outbox.handler.runs',
   /** Histogram, `s`: from the commit that wrote the row to the broker's confirmation. */
   publishDelay: 'outbox.publish.delay',
   /** Counter, `{message}`: failed attempts rescheduled with backoff. */
@@ -18,6 +23,11 @@ export const OUTBOX_METRICS = Object.freeze({
   deadLettered: 'outbox.messages.dead_lettered',
   /** Counter, `{message}`: dead messages made pending again by `OutboxDeadLetters.requeue()`. */
   requeued: 'outbox.messages.requeued',
+  /**
+   * Counter, `{message}`: messages not published because their expiry passed first (`outbox.expired.outcome`:
+   * `dead` or `drop`, per `publisher.onExpired`).
+   */
+  expired: 'outbox.relay.expired',
   /** Counter, `{message}`: published messages whose claim another publisher had taken over before they were marked. */
   leaseLost: 'outbox.messages.lease_lost',
   /** Observable gauge, `{message}`: rows waiting to be published (due or not, claimed or not). */
@@ -35,6 +45,19 @@ export const OUTBOX_METRICS = Object.freeze({
    * client, and full batches have not been confirmed promptly since), else 0. See `OutboxPublisher.brokerSlow`.
    */
   brokerSlow: 'outbox.relay.broker.slow',
+  /**
+   * Observable gauge, `1`: per broker (`outbox.broker`, its client token's name), its circuit breaker's state in
+   * this process: 0 closed, 1 half-open (one probe publish decides), 2 open (its messages wait, attempts not
+   * counted). Reported only with `publisher.circuitBreaker` on. See `OutboxPublisher.circuits`.
+   */
+  breakerState: 'outbox.relay.breaker.state',
+  /**
+   * Observable gauge, `By`: WAL relay (PostgreSQL, `publisher.mode: 'wal'`): WAL the slot's reader has not yet
+   * acknowledged. Reported only while the WAL mode is on. See `OutboxPublisher.walLag()`.
+   */
+  walSlotLag: 'outbox.wal.slot.lag',
+  /** Observable gauge, `By`: WAL relay: WAL the server retains for the outbox's slot (`max_slot_wal_keep_size`). */
+  walRetained: 'outbox.wal.slot.retained',
   /** Counter, `{request}`: idempotency-key outcomes per route or consumer (`outbox.idempotency.outcome`). */
   idempotency: 'outbox.idempotency.requests',
 });

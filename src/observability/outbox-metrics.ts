@@ -3,6 +3,7 @@ import type { Attributes, BatchObservableCallback, Counter, Histogram, Meter, Ob
 import { OutboxDatabase } from '../dialects/outbox-database';
 import type {
   OutboxDeadEvent,
+  OutboxExpiredEvent,
   OutboxLeaseLostEvent,
   OutboxPublishedEvent,
   OutboxRequeuedEvent,
@@ -11,6 +12,8 @@ import type {
 import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { OutboxPublisher } from '../publisher/outbox-publisher';
+import { parseDestination } from '../destinations/destination-names';
+import type { CircuitState } from '../publisher/circuit-breaker';
 import { messagingSystem } from '../publisher/producer-span';
 import { runOnConnection } from '../transaction/transaction-runner';
 import { describeError } from '../util/describe-error';
@@ -18,16 +21,23 @@ import { loadOpenTelemetry } from '../util/opentelemetry';
 import { countIdempotencyOutcomes } from './idempotency-metrics';
 import { DELAY_BUCKETS, DURATION_BUCKETS, OUTBOX_METER, OUTBOX_METRICS } from './metric-names';
 
+/** The value of `outbox.relay.breaker.state` for each state. */
+const BREAKER_STATE_VALUE: Record<CircuitState, number> = { closed: 0, 'half-open': 1, open: 2 };
+
 /** The relay's instruments. */
 interface RelayInstruments {
   sent: Counter;
+  handlerRuns: Counter;
   duration: Histogram;
   delay: Histogram;
   retried: Counter;
   deadLettered: Counter;
   requeued: Counter;
   leaseLost: Counter;
+  expired: Counter;
   brokerSlow: Observable;
+  breakerState: Observable;
+  wal: { lag: Observable; retained: Observable };
   backlog: { pending: Observable; due: Observable; inFlight: Observable; dead: Observable; oldestAge: Observable };
 }
 
@@ -66,9 +76,25 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
     const observeSlow = (result: { observe(value: number, attributes?: Attributes): void }) =>
       result.observe(this.publisher.brokerSlow ? 1 : 0, attributes);
     instruments.brokerSlow.addCallback(observeSlow);
+    const observeBreakers = (result: { observe(value: number, attributes?: Attributes): void }) => {
+      for (const { broker, state } of this.publisher.circuits) {
+        result.observe(BREAKER_STATE_VALUE[state], { ...attributes, 'outbox.broker': broker });
+      }
+    };
+    instruments.breakerState.addCallback(observeBreakers);
+    const walGauges = [instruments.wal.lag, instruments.wal.retained];
+    const observeWal: BatchObservableCallback = async (result) => {
+      const lag = await this.publisher.walLag().catch(() => undefined);
+      if (!lag) return;
+      result.observe(instruments.wal.lag, lag.lagBytes, attributes);
+      result.observe(instruments.wal.retained, lag.retainedBytes, attributes);
+    };
+    meter.addBatchObservableCallback(observeWal, walGauges);
     this.stop = () => {
       meter.removeBatchObservableCallback(observe, [pending, due, inFlight, dead, oldestAge]);
+      meter.removeBatchObservableCallback(observeWal, walGauges);
       instruments.brokerSlow.removeCallback(observeSlow);
+      instruments.breakerState.removeCallback(observeBreakers);
       listeners();
       idempotency();
     };
@@ -84,6 +110,10 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
     const messages = (description: string) => ({ unit: '{message}', description });
     return {
       sent: meter.createCounter(M.sentMessages, messages('Publish attempts of outbox messages (error.type: failed)')),
+      handlerRuns: meter.createCounter(M.handlerRuns, {
+        unit: '{run}',
+        description: 'Runs of in-process @OnOutboxEvent() handlers from the outbox (error.type: failed)',
+      }),
       duration: meter.createHistogram(M.operationDuration, {
         unit: 's',
         description: 'Duration of a publish, until the broker confirmed it or it failed',
@@ -98,10 +128,26 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
       deadLettered: meter.createCounter(M.deadLettered, messages('Outbox messages moved to the dead letters')),
       requeued: meter.createCounter(M.requeued, messages('Dead outbox messages made pending again')),
       leaseLost: meter.createCounter(M.leaseLost, messages('Messages whose claim was taken over before being marked')),
+      expired: meter.createCounter(M.expired, messages('Outbox messages not published because they expired first')),
       brokerSlow: meter.createObservableGauge(M.brokerSlow, {
         unit: '1',
         description: '1 while the broker confirms later than publishTimeout (the relay waits, with smaller batches)',
       }),
+      breakerState: meter.createObservableGauge(M.breakerState, {
+        unit: '1',
+        description:
+          "A broker's circuit breaker in this process: 0 closed, 1 half-open, 2 open (publisher.circuitBreaker)",
+      }),
+      wal: {
+        lag: meter.createObservableGauge(M.walSlotLag, {
+          unit: 'By',
+          description: "WAL the outbox's replication slot has not yet acknowledged (publisher.mode 'wal')",
+        }),
+        retained: meter.createObservableGauge(M.walRetained, {
+          unit: 'By',
+          description: "WAL the server retains for the outbox's replication slot (publisher.mode 'wal')",
+        }),
+      },
       backlog: {
         pending: meter.createObservableGauge(M.pending, messages('Outbox messages waiting to be published')),
         due: meter.createObservableGauge(M.due, messages('Pending outbox messages due now and not claimed')),
@@ -118,8 +164,28 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
   /** Subscribes the counters and histograms to the publisher's events; returns the unsubscribe. */
   private listen(i: RelayInstruments): () => void {
     const outbox = this.outboxAttributes();
+    /**
+     * A handler row's run — or an inbox row's, a broker consumer run again — is counted as a handler run, not as a
+     * broker send: the name, or undefined for a send.
+     */
+    const handlerOf = (destination: string) => {
+      const parsed = parseDestination(destination);
+      return parsed.kind === 'handler' || parsed.kind === 'consumer' ? parsed.name : undefined;
+    };
+    const handlerRun = (pattern: string, handler: string, errorType?: string) =>
+      i.handlerRuns.add(1, {
+        ...outbox,
+        'messaging.destination.name': pattern,
+        'outbox.handler.name': handler,
+        ...(errorType === undefined ? {} : { 'error.type': errorType }),
+      });
     const published = ({ messages }: OutboxPublishedEvent) => {
       for (const m of messages) {
+        const handler = handlerOf(m.destination);
+        if (handler !== undefined) {
+          handlerRun(m.pattern, handler);
+          continue;
+        }
         const attributes = this.messageAttributes(m.pattern);
         i.sent.add(1, attributes);
         if (m.publishDurationMs !== undefined) i.duration.record(m.publishDurationMs / 1000, attributes);
@@ -129,10 +195,15 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
       }
     };
     const failed = (e: OutboxRetryEvent | OutboxDeadEvent) => {
-      const attributes = { ...this.messageAttributes(e.pattern), 'error.type': e.errorType ?? '_OTHER' };
-      i.sent.add(1, attributes);
-      if (e.publishDurationMs !== undefined) i.duration.record(e.publishDurationMs / 1000, attributes);
-      return { ...outbox, 'messaging.destination.name': e.pattern, 'error.type': attributes['error.type'] };
+      const errorType = e.errorType ?? '_OTHER';
+      const handler = handlerOf(e.destination);
+      if (handler !== undefined) handlerRun(e.pattern, handler, errorType);
+      else {
+        const attributes = { ...this.messageAttributes(e.pattern), 'error.type': errorType };
+        i.sent.add(1, attributes);
+        if (e.publishDurationMs !== undefined) i.duration.record(e.publishDurationMs / 1000, attributes);
+      }
+      return { ...outbox, 'messaging.destination.name': e.pattern, 'error.type': errorType };
     };
     const retry = (e: OutboxRetryEvent) =>
       i.retried.add(1, { ...failed(e), 'outbox.transport_unreachable': e.transportUnreachable });
@@ -143,12 +214,14 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
       }
     };
     const leaseLost = ({ lost }: OutboxLeaseLostEvent) => i.leaseLost.add(lost, outbox);
+    const expired = ({ pattern, outcome }: OutboxExpiredEvent) =>
+      i.expired.add(1, { ...outbox, 'messaging.destination.name': pattern, 'outbox.expired.outcome': outcome });
     const p = this.publisher;
     p.on('published', published).on('retry', retry).on('dead', dead);
-    p.on('requeued', requeued).on('leaseLost', leaseLost);
+    p.on('requeued', requeued).on('leaseLost', leaseLost).on('expired', expired);
     return () => {
       p.off('published', published).off('retry', retry).off('dead', dead).off('requeued', requeued);
-      p.off('leaseLost', leaseLost);
+      p.off('leaseLost', leaseLost).off('expired', expired);
     };
   }
 

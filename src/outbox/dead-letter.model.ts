@@ -1,4 +1,5 @@
 import type { OutboxMessageStatus } from '../schema/outbox-message.entity';
+import type { DeadLetterEditAudit } from './dead-letter-edit.types';
 
 /**
  * Times of the dead-letter API: epoch milliseconds (database clock) as a number, a `Date`, or a string (an ISO
@@ -33,6 +34,11 @@ export interface DeadLetterFilter {
   createdSince?: DeadLetterTime;
   /** Only messages written before this time. */
   createdBefore?: DeadLetterTime;
+  /**
+   * Only the messages of this failure group: the `group` of an entry of `OutboxDeadLetters.groups()` (16 hex
+   * digits). Read from each matching row's last error, so it combines with the other fields.
+   */
+  group?: string;
 }
 
 /** A page request of `OutboxDeadLetters.page()`: a filter, a page size and where to continue. */
@@ -113,4 +119,53 @@ export interface OutboxMessageDetail extends DeadLetterSummary {
   sentAt: number | null;
   /** The newest `retry.historyLimit` failed attempts, oldest first. */
   history: OutboxAttemptRecord[];
+  /** On a `replaced` row: the id of the corrected copy that replaced it (`editAndRequeue()`); else null. */
+  replacedBy: string | null;
+  /** On a corrected copy: the id of the message it replaces (its `x-outbox-replaces` header); else null. */
+  replaces: string | null;
+  /** The audit of the edit that made this copy, or that replaced this message; null when neither. */
+  edit: DeadLetterEditAudit | null;
+}
+
+/** What `OutboxDeadLetters.groups()` reads: a filter, and how many groups to return. */
+export interface DeadLetterGroupsQuery extends Omit<DeadLetterFilter, 'group'> {
+  /** Most groups returned, largest first (1–1000). @default 100 */
+  limit?: number;
+}
+
+/**
+ * Dead messages of one cause: the same error class, the same message once numbers, UUIDs, long ids and quoted
+ * values are replaced (`order <n> failed`), and the same first application frame when the stored error has a stack.
+ */
+export interface DeadLetterGroup {
+  /** The group id (16 hex digits, the same in every process): pass it as `{ group }` to page, count, requeue, purge. */
+  group: string;
+  /** The error class the stored errors name, or `''` when they name none. */
+  errorClass: string;
+  /** The normalised message: `<n>` a number, `<uuid>`, `<id>` a long id, `<str>` a quoted value. */
+  message: string;
+  /** The first stack frame outside `node_modules` and Node's internals; null when the errors have no stack. */
+  frame: string | null;
+  /** Dead rows of the group. */
+  count: number;
+  /** Earliest and latest death in the group, epoch milliseconds; null when unknown (rows dead before attempts). */
+  firstSeen: number | null;
+  lastSeen: number | null;
+  /** The patterns of its messages, most frequent first (at most 10). */
+  patterns: string[];
+  /** The last error of its newest message, redacted of credentials: what the group looks like unnormalised. */
+  example: string | null;
+}
+
+/** What `OutboxDeadLetters.groups()` returns. */
+export interface DeadLetterGroups {
+  /** The groups, largest first (ties: latest death first). */
+  groups: DeadLetterGroup[];
+  /** Dead rows read to group them. */
+  scanned: number;
+  /**
+   * False when more dead rows match than one call reads (`MAX_GROUP_SCAN`, 100 000, newest first): the counts
+   * then cover the newest `scanned` rows only. Narrow the filter (e.g. `deadSince`) for exact counts.
+   */
+  complete: boolean;
 }

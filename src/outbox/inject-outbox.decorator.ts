@@ -2,15 +2,11 @@ import { Inject, type Type } from '@nestjs/common';
 import { getOutboxToken } from '../outbox.constants';
 import { OutboxService } from './outbox.service';
 
-/** Injection token of the `OutboxService` of a DataSource: `OutboxService` for the default one. */
-export function getOutboxServiceToken(dataSource?: string): Type<OutboxService> | string {
-  return getOutboxToken(OutboxService, dataSource);
-}
-
 /**
  * Injects the `OutboxService` of the outbox imported with `OutboxModule.forRoot({ dataSource })` — the mirror of
  * `@InjectDataSource(name)`. Without a name (or with `'default'`) it injects the default outbox's, as a plain
- * `OutboxService` parameter does. `provider` picks another of the outbox's providers (`OutboxDeadLetters`, …).
+ * `OutboxService` parameter does. `provider` picks another of the outbox's providers (`OutboxDeadLetters`, …); the token it injects is
+ * `getOutboxToken(provider, dataSource)`, which `app.get()` takes too.
  *
  * ```ts
  * constructor(@InjectOutbox('billing') private readonly billing: OutboxService) {}

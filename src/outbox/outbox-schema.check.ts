@@ -51,8 +51,17 @@ export class OutboxSchemaCheck implements OnModuleInit {
     const { dataSource, dialect, table, entities, name } = this.database;
     checkEntitiesRegistered(dataSource, name, entities, ['attempt']);
     // The migrations of this outbox's table names (the shipped ones by default), oldest first.
-    const [outboxMigration, recordsMigration, attemptsMigration, stepsMigration, destinationsMigration] =
-      migrationsForTables(entities.tables).map((m) => m.name);
+    const [
+      outboxMigration,
+      recordsMigration,
+      attemptsMigration,
+      stepsMigration,
+      destinationsMigration,
+      ,
+      expiryMigration,
+      causeMigration,
+      editAuditMigration,
+    ] = migrationsForTables(entities.tables).map((m) => m.name);
     const columnsOf = (entity: EntityTarget<unknown>) =>
       dataSource.getMetadata(entity).columns.map((c) => c.databaseName);
     const pathOf = (entity: EntityTarget<unknown>) => dataSource.getMetadata(entity).tablePath;
@@ -64,6 +73,9 @@ export class OutboxSchemaCheck implements OnModuleInit {
         addedLater: [
           { columns: ['dead_at'], migration: attemptsMigration },
           { columns: ['destination'], migration: destinationsMigration },
+          { columns: ['expires_at'], migration: expiryMigration },
+          { columns: ['cause_scope', 'cause_key'], migration: causeMigration },
+          { columns: ['edit_audit'], migration: editAuditMigration },
         ],
       },
       ...dialect.companionTables(table).map((t) => ({ ...t, migration: outboxMigration })),

@@ -1,4 +1,4 @@
-import type { ResolvedOutboxOptions } from '../outbox.options';
+import type { ResolvedRetryBackoff } from '../retry.options';
 
 /**
  * Delay before the next attempt after `attempts` attempts have been made: `initialDelay * factor^(attempts-1)`,
@@ -6,7 +6,7 @@ import type { ResolvedOutboxOptions } from '../outbox.options';
  */
 export function retryDelay(
   attempts: number,
-  retry: ResolvedOutboxOptions['retry'],
+  retry: Pick<ResolvedRetryBackoff, 'initialDelay' | 'factor' | 'maxDelay' | 'jitter'>,
   random: () => number = Math.random,
 ): number {
   const exponent = Math.max(0, attempts - 1);

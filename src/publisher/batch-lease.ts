@@ -1,5 +1,7 @@
 import type { OutboxDatabase } from '../dialects/outbox-database';
 import { runOnConnection } from '../transaction/transaction-runner';
+import type { ClaimedOutboxRow } from '../dialects/outbox-dialect';
+import type { BrokerPace } from './broker-pace';
 import type { ClaimedBatch } from './publish-pass';
 
 /**
@@ -60,5 +62,45 @@ export class BatchLease {
       })
       .catch(() => undefined)
       .finally(() => (this.extending = undefined));
+  }
+}
+
+/**
+ * The publisher's leases of the batches in flight, by row: what a row's confirm wait tells (`waiting`, `late`) reaches
+ * its batch's lease, and a late confirm slows the pace down.
+ */
+export class BatchLeases {
+  private readonly byRow = new WeakMap<ClaimedOutboxRow, BatchLease>();
+
+  constructor(
+    private readonly database: OutboxDatabase,
+    private readonly pace: BrokerPace,
+    private readonly leaseMs: number,
+    private readonly maxHoldMs: number,
+  ) {}
+
+  /** Starts keeping `batch`'s lease; `end()` it once its publishes are over. */
+  start(batch: ClaimedBatch): BatchLease {
+    const lease = new BatchLease(this.database, batch, this.leaseMs, this.maxHoldMs);
+    for (const row of batch.rows) this.byRow.set(row, lease);
+    return lease;
+  }
+
+  /** The lease of `row`'s batch, while it is published. */
+  of(row: ClaimedOutboxRow): BatchLease | undefined {
+    return this.byRow.get(row);
+  }
+
+  /** One of `row`'s publishes starts (`true`) or stops (`false`) waiting for its confirm. */
+  waiting(row: ClaimedOutboxRow, waiting: boolean): void {
+    const lease = this.byRow.get(row);
+    if (lease) lease.waiting += waiting ? 1 : -1;
+  }
+
+  /** A confirm of `row` is late on a connected client: its batch tells the pace, which slows down. */
+  late(row: ClaimedOutboxRow): void {
+    const lease = this.byRow.get(row);
+    if (lease) lease.late = true;
+    this.pace.confirmLate();
   }
 }

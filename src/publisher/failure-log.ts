@@ -2,7 +2,7 @@ import type { LoggerService } from '@nestjs/common';
 import type { ClaimedOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
 import type { OutboxEventPayload, OutboxPublisherEvents } from '../events/publisher-events';
 import { describeError } from '../util/describe-error';
-import type { BatchOutcome } from './publish-pass';
+import { type BatchOutcome, timeLeft } from './publish-pass';
 
 /** While publishing keeps failing with the same error, one summary warning at most this often. */
 const SAME_FAILURE_LOG_INTERVAL_MS = 30_000;
@@ -66,9 +66,13 @@ export class PublishFailureLog {
       // Per message at debug only: a broker outage fails every message of the backlog, again at every retry.
       // batchCompleted() writes the bounded summary.
       const attempts = failure.transportUnreachable ? row.attempts - 1 : row.attempts;
-      const what = failure.transportUnreachable
-        ? `could not reach the broker (not counted as an attempt; ${attempts} counted so far)`
-        : `failed attempt ${attempts}`;
+      const uncounted = `not counted as an attempt; ${attempts} counted so far`;
+      const what =
+        failure.errorType === 'OutboxCircuitOpenError'
+          ? `was not sent, its broker's circuit breaker being open (${uncounted})`
+          : failure.transportUnreachable
+            ? `could not reach the broker (${uncounted})`
+            : `failed attempt ${attempts}`;
       this.logger.debug?.(
         `Outbox message ${row.messageId} ('${row.pattern}'${forDestination(row)}) ${what}, ` +
           `retrying in ${failure.retryDelay} ms: ${failure.error}`,
@@ -124,6 +128,17 @@ export class PublishFailureLog {
     this.lastPublishWarnAt = now;
     this.lastPublishWarnError = error;
     this.publishEpisodeWarned = true;
+  }
+
+  /** A row not published because it expired: one warning and an `expired` event. */
+  messageExpired(row: ClaimedOutboxRow, outcome: 'dead' | 'drop'): void {
+    const { messageId, pattern, key, destination } = row;
+    this.logger.warn(
+      `Outbox message ${messageId} ('${pattern}') expired before it could be published; it was not sent and ` +
+        (outcome === 'dead' ? 'is now a dead letter (reason: expired).' : 'was dropped (publisher.onExpired).'),
+    );
+    const expiredForMs = Math.max(0, -Math.floor(timeLeft(row) ?? 0));
+    this.emit('expired', { messageId, pattern, key, destination, outcome, expiredForMs });
   }
 
   /** Rows whose completion write was refused because another publisher took the claim over. */

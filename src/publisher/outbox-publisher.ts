@@ -1,24 +1,27 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy, Optional } from '@nestjs/common';
-import { ModuleRef } from '@nestjs/core';
 import type { ClientProxy } from '@nestjs/microservices';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import type { ClaimedOutboxRow, NewOutboxRow } from '../dialects/outbox-dialect';
+import type { ClaimedOutboxRow } from '../dialects/outbox-dialect';
 import { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxWakeup, resolveWakeup } from '../dialects/resolve-wakeup';
 import { OutboxConfigurationError } from '../errors';
-import { OutboxHandlerRegistry } from '../handlers/outbox-handler-registry';
+import { OutboxDestinations } from '../destinations/outbox-destinations';
+import { tokenName } from '../destinations/route.options-validation';
+import { ConsumerRegistry } from '../idempotency/consumer-registry';
 import { IdempotencyService } from '../idempotency/idempotency.service';
 import type { OutboxEventPayload, OutboxPublisherEvents } from '../events/publisher-events';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
+import { type OutboxRelay, OutboxRelayRegistry } from '../scheduling/outbox-relay.registry';
 import { outboxLogContext, type OutboxResourceNames } from '../scheduling/outbox-resource-names';
 import type { OutboxTransportName, ResolvedOutboxOptions } from '../outbox.options';
 import { outsideTransactionContext } from '../transaction/transaction-context';
 import { runOnConnection } from '../transaction/transaction-runner';
 import { SerialQueue } from '../util/serial-queue';
-import { BatchLease } from './batch-lease';
+import { BatchLeases } from './batch-lease';
 import { BrokerPace } from './broker-pace';
+import { type BrokerCircuit, breakerLog } from './circuit-breaker';
 import { PublishFailureLog } from './failure-log';
 import {
   BatchOutcome,
@@ -30,33 +33,26 @@ import {
   publishedEntry,
   writeOutcome,
 } from './publish-pass';
-import { publishBatchRows } from './publish-batch';
-import { RowDelivery } from './destinations/row-delivery';
+import { publishBatchRows, publishStreamed } from './publish-batch';
+import { RelayTrier } from './relay-trier';
+import { type ConfirmWatch, RowDelivery } from './row-delivery';
 import { PublisherEventEmitter } from './publisher-event-emitter';
 import { PublisherLoop } from './publisher-loop';
+import { WalMode } from './wal-mode';
 
 /**
- * Relays due outbox rows to the broker. Each pass claims a batch (an exclusive claim under row locks, with a lease
- * computed on the database clock and a per-pass owner token), publishes it concurrently — a key's rows one after
- * another, in order, different keys and unkeyed rows in parallel — waits for every confirmation (a late one too,
- * while the client stays connected: `confirm-wait.ts`, the lease kept by `batch-lease.ts`, smaller batches by
- * `broker-pace.ts`), then marks the batch in one statement per outcome, fenced by the owner token: failures are
- * rescheduled with backoff or marked dead; rows not started are released.
- *
- * The loop is registered in `SchedulerRegistry` (when `ScheduleModule.forRoot()` is imported) under
- * `nestjs-outbox:publisher`; it runs one claim at a time and keeps up to `maxBatchesInFlight` claimed batches
- * awaiting confirmations (claimed rows stay exclusive, so order and exclusivity hold). Commits wake it at once; on
- * PostgreSQL other replicas are woken by LISTEN/NOTIFY. The steps of a pass are `protected`.
- *
- * This class strings the parts together; each lives in its own file: the loop (`publisher-loop.ts`), the steps of
- * a pass (`publish-pass.ts`, a batch's publishing in `publish-batch.ts`), a row's destinations
- * (`destinations/row-delivery.ts`), failure reporting (`failure-log.ts`) and events (`publisher-event-emitter.ts`).
- *
- * Events (`publisher.on(name, listener)`): `published`, `leaseLost`, `dead`, `retry`, `requeued` — see
- * `OutboxPublisherEvents`.
+ * Relays due outbox rows to their destinations. A pass claims a batch (exclusive, leased on the database clock,
+ * under an owner token), publishes it — a key's rows in order, the rest concurrently — waits for every confirmation
+ * (late ones too while the client is connected), then writes the outcome fenced by the token: sent, retried with
+ * backoff, dead, or released. The loop (`publisher-loop.ts`, in `SchedulerRegistry` as `nestjs-outbox:publisher`)
+ * claims one batch at a time and keeps up to `maxBatchesInFlight` in flight; commits wake it, and NOTIFY wakes other
+ * replicas on PostgreSQL. With `publisher.mode: 'wal'` new rows come from the WAL stream (`wal-mode.ts`). The parts:
+ * `publish-pass.ts`, `publish-batch.ts`, `row-delivery.ts`, `confirm-wait.ts`, `batch-lease.ts`, `broker-pace.ts`,
+ * `failure-log.ts`, `publisher-event-emitter.ts`. Events: `published`, `leaseLost`, `dead`, `retry`, `requeued`
+ * (`OutboxPublisherEvents`).
  */
 @Injectable()
-export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy {
+export class OutboxPublisher implements OutboxRelay, OnApplicationBootstrap, OnModuleDestroy {
   /** `OutboxPublisher`, or `OutboxPublisher(<dataSource>)` for a named DataSource's outbox. */
   protected readonly logger: Logger;
   protected readonly events = new EventEmitter();
@@ -70,30 +66,35 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   private readonly failures: PublishFailureLog;
   /** The batch size while the broker confirms late. */
   private readonly pace: BrokerPace;
-  /** The lease keeper of each claimed row's batch, for a late confirm of that row. */
-  private readonly leases = new WeakMap<ClaimedOutboxRow, BatchLease>();
+  /** The lease keeper of each claimed batch, reached by its rows' confirm waits. */
+  private readonly leases: BatchLeases;
   private wakeup?: OutboxWakeup;
+  private readonly wal: WalMode; // publisher.mode (wal-mode.ts)
 
   constructor(
     @Inject(OUTBOX_OPTIONS) protected readonly options: ResolvedOutboxOptions,
     protected readonly database: OutboxDatabase,
-    protected readonly moduleRef: ModuleRef,
+    private readonly destinations: OutboxDestinations,
+    relays: OutboxRelayRegistry,
     @Optional() protected readonly schedulerRegistry?: SchedulerRegistry,
-    @Optional() protected readonly handlers?: OutboxHandlerRegistry,
     @Optional() protected readonly idempotency?: IdempotencyService,
+    @Optional() consumers?: ConsumerRegistry,
   ) {
+    relays.register(this);
+    relays.addTrier(new RelayTrier(destinations, database.dataSource, idempotency, consumers));
     this.logger = new Logger(outboxLogContext('OutboxPublisher', database.name));
     this.emitter = new PublisherEventEmitter(this.events, this.logger, database.name);
-    this.delivery = new RowDelivery(moduleRef, options, handlers, idempotency, {
-      waiting: (row, waiting) => {
-        const lease = this.leases.get(row);
-        if (lease) lease.waiting += waiting ? 1 : -1;
-      },
-      late: (row) => this.confirmLate(row),
-      stopping: () => this.loop.stopped,
-    });
-    this.failures = new PublishFailureLog(this.logger, (event, payload) => this.emitEvent(event, payload));
     this.pace = new BrokerPace(options.publisher, this.logger);
+    const { leaseDuration, maxConfirmWait, publishTimeout } = options.publisher;
+    this.leases = new BatchLeases(database, this.pace, leaseDuration, maxConfirmWait + publishTimeout);
+    const confirms: ConfirmWatch = {
+      waiting: (row, waiting) => this.leases.waiting(row, waiting),
+      late: (row) => this.leases.late(row),
+      stopping: () => this.loop.stopped,
+    };
+    this.delivery = new RowDelivery(destinations, options, idempotency, confirms, consumers, breakerLog(this.logger));
+    this.failures = new PublishFailureLog(this.logger, (event, payload) => this.emitter.send(event, payload));
+    this.wal = new WalMode(options, database, this.logger);
     const pace = this.pace;
     this.loop = new PublisherLoop(
       {
@@ -116,10 +117,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     return this.database.resources.publisherJob;
   }
 
-  /**
-   * The names this outbox uses beside its tables — its jobs in `SchedulerRegistry`, its PostgreSQL NOTIFY channel
-   * and the first key of its advisory locks — distinct for each outbox of the app (see `outboxResourceNames()`).
-   */
+  /** The names this outbox uses beside its tables, distinct for each outbox of the app (`outboxResourceNames()`). */
   get resourceNames(): OutboxResourceNames {
     return this.database.resources;
   }
@@ -133,19 +131,29 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     return this.pace.slow;
   }
 
-  /** The transport messages are built for (`rmq`, `tcp`, …), once the client has been resolved. */
-  get transportName(): OutboxTransportName | undefined {
-    return this.delivery.brokers.primary?.client.transport?.name;
+  /**
+   * The circuit breaker of each broker this process has published to (`publisher.circuitBreaker`; empty when it is
+   * off): `closed`, `open` (its messages wait, attempts not counted) or `half-open` (one probe decides). State of
+   * this process only. Shown by the console and the `outbox.relay.breaker.state` metric.
+   */
+  get circuits(): BrokerCircuit[] {
+    for (const broker of this.destinations.brokers.all) this.delivery.breakers.of(tokenName(broker.token));
+    return this.delivery.breakers.states();
   }
 
-  /**
-   * The destinations `emit()` writes a message to, one row each: `['']` (one row for every destination, as in
-   * earlier versions) in an outbox without `route` when the message has at most one destination; else
-   * `broker:<token>` for the broker `route.select()` picks (or the `client`) and `handler:<name>` for each
-   * `@OnOutboxEvent()` handler of its pattern (see `RowDelivery.destinationsOf()`).
-   */
-  destinationsOf(message: Pick<NewOutboxRow, 'messageId' | 'pattern' | 'key' | 'headers'>): readonly string[] {
-    return this.delivery.destinationsOf(message);
+  /** WAL modes: `'off'` (polling: mode `'poll'`, a fallback), `'standby'` (another replica streams), `'streaming'`. */
+  get walState(): 'off' | 'standby' | 'streaming' {
+    return !this.wal.active ? 'off' : this.wal.streaming ? 'streaming' : 'standby';
+  }
+
+  /** The WAL relay's slot lag in bytes — not yet acknowledged, and retained WAL — or `undefined` when it is off. */
+  walLag(): Promise<{ lagBytes: number; retainedBytes: number } | undefined> {
+    return this.wal.lag();
+  }
+
+  /** The transport messages are built for (`rmq`, `tcp`, …), once the client has been resolved. */
+  get transportName(): OutboxTransportName | undefined {
+    return this.destinations.brokers.primary?.client.transport?.name;
   }
 
   /** Subscribes to a publisher event. */
@@ -167,22 +175,26 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
 
   /** Reports dead messages made pending again (the `requeued` event); called by `OutboxDeadLetters.requeue()`. */
   reportRequeued(event: OutboxEventPayload<'requeued'>): void {
-    this.emitEvent('requeued', event);
-  }
-
-  /** Sends an event to its listeners and its diagnostics channel (a listener that throws is logged). */
-  protected emitEvent<E extends keyof OutboxPublisherEvents>(event: E, payload: OutboxEventPayload<E>): void {
-    this.emitter.send(event, payload);
+    this.emitter.send('requeued', event);
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    this.delivery.brokers.resolveAll();
-    if (this.options.publisher.enabled) this.delivery.checkConfigured();
+    this.destinations.brokers.resolveAll();
+    if (this.options.publisher.enabled && !this.delivery.hasConsumers) this.destinations.checkConfigured();
+    if (this.options.publisher.enabled) await this.destinations.brokers.checkSetup();
     const { dataSource, dialect, table } = this.database;
     await runOnConnection(dataSource, (m) => dialect.prepare(m, table));
+    const publish = (client: ClientProxy | undefined, row: ClaimedOutboxRow) => this.publish(client, row);
+    const failureOf = (row: ClaimedOutboxRow, error: unknown) => this.delivery.failureOf(row, error);
+    const streamed = {
+      publish: (rows: ClaimedOutboxRow[]) => publishStreamed(this.destinations, rows, publish, failureOf),
+    };
+    await this.wal.start({ ...streamed, written: (owner, outcome) => this.report(owner, outcome) }, () =>
+      this.loop.request(),
+    );
     if (this.options.publisher.notify) {
       this.wakeup = resolveWakeup(this.database, this.instanceId);
-      if (this.wakeup && this.options.publisher.enabled) void this.wakeup.listen(() => this.trigger());
+      if (this.wakeup && this.options.publisher.enabled) void this.wakeup.listen(() => this.loop.request());
     }
     if (!this.options.publisher.enabled) return;
     if (this.schedulerRegistry?.doesExist('interval', this.jobName)) {
@@ -191,8 +203,13 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
           'Import OutboxModule once per DataSource.',
       );
     }
-    this.loop.start(this.options.publisher.pollingInterval, () => this.trigger(), this.schedulerRegistry, this.jobName);
-    this.trigger();
+    this.loop.start(
+      this.options.publisher.pollingInterval,
+      () => this.loop.request(),
+      this.schedulerRegistry,
+      this.jobName,
+    );
+    this.loop.request();
   }
 
   /**
@@ -201,9 +218,10 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
    */
   async onModuleDestroy(): Promise<void> {
     this.loop.stop(this.schedulerRegistry, this.jobName);
+    await this.wal.stop();
     await this.wakeup?.close();
     await this.loop.drain();
-    this.delivery.brokers.close();
+    this.destinations.brokers.close();
     await this.database.dialect.dispose(this.database.dataSource);
   }
 
@@ -216,17 +234,18 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
    */
   wake(): void {
     const { enabled, maxBatchesInFlight } = this.options.publisher;
+    if (this.wal.active) return; // the stream brings new rows; polling would find them too young
     if (this.wakeup && (this.loop.stopped || !enabled || this.loop.batchesInFlight >= maxBatchesInFlight)) {
       this.wakeup.notify();
     }
     if (this.loop.stopped || !enabled) return;
-    this.loop.soon(() => this.trigger());
+    this.loop.soon(() => this.loop.request());
   }
 
   /** Runs publish passes until no due row is left (bounded by one pass when nothing is due). For tests and scripts. */
   async flush(): Promise<number> {
-    this.delivery.checkConfigured();
-    this.delivery.brokers.resolveAll();
+    if (!this.delivery.hasConsumers) this.destinations.checkConfigured(); // retrying consumers are destinations too
+    this.destinations.brokers.resolveAll();
     let total = 0;
     for (;;) {
       const result = await this.runPass();
@@ -241,16 +260,6 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
     return outsideTransactionContext(() => this.passes.run(() => this.pass()));
   }
 
-  /**
-   * Asks the loop for a pass. The loop claims one batch at a time and starts the next claim as soon as a batch's
-   * publishes are under way (up to `maxBatchesInFlight` batches awaiting confirmations), so a commit never waits
-   * for an earlier batch's broker confirmations. Rows of an in-flight batch stay claimed, so no row is taken twice
-   * and a key's later rows wait for its earlier ones.
-   */
-  protected trigger(): void {
-    this.loop.request();
-  }
-
   /** Claim, publish concurrently (in order within a key), mark. */
   protected async pass(): Promise<OutboxPassResult> {
     const claim = await this.claimBatch();
@@ -260,22 +269,21 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
 
   /** Claims up to `batchSize` due rows under a new owner token. */
   protected async claimBatch(): Promise<ClaimedBatch | undefined> {
-    this.delivery.checkConfigured();
-    this.delivery.brokers.resolveAll();
-    return claimDueRows(this.database, { ...this.options.publisher, batchSize: this.pace.batchSize });
+    if (!this.delivery.hasConsumers) this.destinations.checkConfigured(); // retrying consumers are destinations too
+    this.destinations.brokers.resolveAll();
+    const { batchSize } = this.pace;
+    return claimDueRows(this.database, { ...this.options.publisher, batchSize }, this.wal.handoffMs);
   }
 
   /** Publishes a claimed batch and writes its outcome back. */
   protected async settle(batch: ClaimedBatch): Promise<OutboxPassResult> {
     const { owner, rows, leaseDeadline } = batch;
-    await this.delivery.brokers.ready();
-    const primary = this.delivery.brokers.primary;
-    const { leaseDuration, maxConfirmWait, publishTimeout } = this.options.publisher;
-    const lease = new BatchLease(this.database, batch, leaseDuration, maxConfirmWait + publishTimeout);
-    for (const row of rows) this.leases.set(row, lease);
+    await this.destinations.brokers.ready();
+    const primary = this.destinations.brokers.primary;
+    const lease = this.leases.start(batch);
     let outcome: BatchOutcome;
     try {
-      outcome = await this.publishBatch(primary && this.delivery.brokers.clientOf(primary), rows, leaseDeadline);
+      outcome = await this.publishBatch(primary && this.destinations.brokers.clientOf(primary), rows, leaseDeadline);
     } finally {
       await lease.end();
     }
@@ -295,7 +303,7 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   ): Promise<BatchOutcome> {
     const timeoutMs = this.options.publisher.publishTimeout;
     // The lease moves on while a late confirm keeps it (see BatchLease).
-    const lease = rows[0] && this.leases.get(rows[0]);
+    const lease = rows[0] && this.leases.of(rows[0]);
     const deadline = () => lease?.deadline ?? leaseDeadline;
     const mayStart = () => !this.loop.stopped && Date.now() + timeoutMs + LEASE_SAFETY_MS <= deadline();
     const publish = (row: ClaimedOutboxRow) => this.publish(client, row);
@@ -306,18 +314,25 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
   protected async complete(owner: string, rows: ClaimedOutboxRow[], outcome: BatchOutcome): Promise<OutboxPassResult> {
     const { deleteOnPublish } = this.options.cleanup;
     const history = { publisher: this.options.publisher.instanceId, limit: this.options.retry.historyLimit };
-    const { marked, fenced, released } = await writeOutcome(this.database, owner, outcome, deleteOnPublish, history);
-    const failures = outcome.failures.map((f) => f.failure);
+    const { onExpired } = this.options.publisher;
+    const written = await writeOutcome(this.database, owner, outcome, deleteOnPublish, history, onExpired);
+    const { marked, fenced, released } = written;
     if (fenced > 0) this.failures.leaseLost(owner, rows, fenced);
+    this.report(owner, outcome);
+    for (const row of outcome.expired ?? []) this.failures.messageExpired(row, onExpired);
+    return { claimed: rows.length, published: marked, failed: outcome.failures.length, fenced, released };
+  }
+
+  /** Reports a batch's outcome once written: `published` event, backoff streaks, failure logs. */
+  private report(owner: string, outcome: BatchOutcome): void {
     if (outcome.sent.length > 0 && this.emitter.isWatched('published')) {
       const messages = outcome.sent.map((row) => publishedEntry(row, outcome.timings?.get(row.seq)));
-      this.emitEvent('published', { owner, messages });
+      this.emitter.send('published', { owner, messages });
     }
     this.delivery.batchDone(outcome);
     // Dead messages one line each; retried ones summed up, the log bounded while publishing fails (failure-log.ts).
     for (const { row, failure } of outcome.failures) this.failures.messageFailed(row, failure);
     this.failures.batchCompleted(outcome);
-    return { claimed: rows.length, published: marked, failed: failures.length, fenced, released };
   }
 
   /**
@@ -325,16 +340,10 @@ export class OutboxPublisher implements OnApplicationBootstrap, OnModuleDestroy 
    * the transport, or an `@OnOutboxEvent()` handler (`handler:<name>`), run once in its own transaction with its
    * deduplication record. A row for every destination (`''`) goes to all of its message's destinations — its broker
    * (the `client`, or the one `route.select()` picks) and each handler of its pattern (one an earlier attempt
-   * applied is skipped) — and rejects with the failure that decides its fate (see `deliverToAll()`).
+   * applied is skipped) — and rejects with the failure that decides its fate (see `deliverToAll()`). The seam of
+   * one delivery: the testing kit's `TwiceDeliveringOutboxPublisher` overrides it.
    */
   protected publish(client: ClientProxy | undefined, row: ClaimedOutboxRow): Promise<void> {
     return this.delivery.deliver(client, row);
-  }
-
-  /** A confirm of `row` is late on a connected client: its batch tells the pace, which slows down. */
-  private confirmLate(row: ClaimedOutboxRow): void {
-    const lease = this.leases.get(row);
-    if (lease) lease.late = true;
-    this.pace.confirmLate();
   }
 }

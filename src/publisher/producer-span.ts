@@ -1,3 +1,4 @@
+import { CAUSE_HEADER } from '../outbox.constants';
 import type { OutboxTransportName } from '../outbox.options';
 import type { OutgoingOutboxMessage } from '../transports/outbox-transport';
 import { describeError } from '../util/describe-error';
@@ -50,6 +51,8 @@ export function startProducerSpan(
         'messaging.message.id': message.messageId,
         ...(transport ? { 'messaging.system': messagingSystem(transport) } : {}),
         ...(message.key === null ? {} : { 'outbox.key': message.key }),
+        // The key of the call that emitted it (`x-outbox-cause`): what `OutboxService.trace()` takes.
+        ...(message.headers[CAUSE_HEADER] ? { 'outbox.cause': message.headers[CAUSE_HEADER] } : {}),
       },
     },
     parent,

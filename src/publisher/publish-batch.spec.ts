@@ -1,6 +1,7 @@
 import type { ClaimedOutboxRow } from '../dialects/outbox-dialect';
 import { OutboxNonRetryableError } from '../errors';
 import { resolveOutboxOptions } from '../outbox.options-validation';
+import { OutboxRelayRegistry } from '../scheduling/outbox-relay.registry';
 import { OutboxPublisher } from './outbox-publisher';
 
 /** The batch step alone: which rows start, in which order, and what happens to the rest of a failing key. */
@@ -13,6 +14,7 @@ class BatchOnly extends OutboxPublisher {
       resolveOutboxOptions({ client: 'BROKER', publisher: { publishTimeout: 1000, leaseDuration: 5000 } }),
       {} as never,
       {} as never,
+      new OutboxRelayRegistry(),
     );
   }
 

@@ -1,10 +1,13 @@
+import type { ClientProxy } from '@nestjs/microservices';
+import type { OutboxDestinations } from '../destinations/outbox-destinations';
 import type { ClaimedOutboxRow, OutboxFailure } from '../dialects/outbox-dialect';
-import type { BatchOutcome } from './publish-pass';
+import { type BatchOutcome, timeLeft } from './publish-pass';
 
 /**
  * Publishes a claimed batch and collects its outcome: which rows start and in which order (`publishInKeyOrder()`),
  * each sent row with how long it took until the broker confirmed it, each failure with what it means for its row
- * (`failureOf`, which may give the duration itself), and the rows left unstarted.
+ * (`failureOf`, which may give the duration itself), and the rows left unstarted. A row whose expiry has passed
+ * when its turn comes is not published but collected as expired, and the rest of its key goes on.
  */
 export async function publishBatchRows(
   rows: ClaimedOutboxRow[],
@@ -13,8 +16,13 @@ export async function publishBatchRows(
   failureOf: (row: ClaimedOutboxRow, error: unknown) => OutboxFailure,
 ): Promise<BatchOutcome> {
   const timings = new Map<string, { durationMs: number; confirmedAt: number }>();
-  const outcome: BatchOutcome = { sent: [], failures: [], unstarted: [], timings };
+  const outcome: BatchOutcome = { sent: [], failures: [], unstarted: [], expired: [], timings };
   await publishInKeyOrder(rows, outcome, mayStart, async (row) => {
+    const left = timeLeft(row);
+    if (left !== undefined && left <= 0) {
+      outcome.expired!.push(row);
+      return true;
+    }
     const started = performance.now();
     try {
       await publish(row);
@@ -80,4 +88,25 @@ export async function publishInKeyOrder(
     );
   }
   await Promise.all(work);
+}
+
+/**
+ * Publishes rows the WAL relay streamed, as a claimed batch is (`publishBatchRows()`), to the primary broker's
+ * client; every row may start (they hold no lease: they are never claimed).
+ */
+export async function publishStreamed(
+  destinations: OutboxDestinations,
+  rows: ClaimedOutboxRow[],
+  publish: (client: ClientProxy | undefined, row: ClaimedOutboxRow) => Promise<void>,
+  failureOf: (row: ClaimedOutboxRow, error: unknown) => OutboxFailure,
+): Promise<BatchOutcome> {
+  await destinations.brokers.ready();
+  const primary = destinations.brokers.primary;
+  const client = primary && destinations.brokers.clientOf(primary);
+  return publishBatchRows(
+    rows,
+    () => true,
+    (row) => publish(client, row),
+    failureOf,
+  );
 }

@@ -7,6 +7,7 @@ describe('outboxResourceNames', () => {
       cleanupJob: 'nestjs-outbox:cleanup',
       notifyChannel: 'nestjs_outbox_outbox_messages',
       advisoryLockClass: OUTBOX_ADVISORY_LOCK_CLASS,
+      replicationSlot: 'nestjs_outbox_outbox_messages',
     };
     expect(outboxResourceNames(undefined, 'outbox_messages')).toEqual(expected);
     expect(outboxResourceNames('default', 'outbox_messages')).toEqual(expected);
@@ -16,14 +17,22 @@ describe('outboxResourceNames', () => {
     const names = ['default', 'billing', 'reporting', 'billing2', 'Billing'].map((n) =>
       outboxResourceNames(n, 'outbox_messages'),
     );
-    for (const key of ['publisherJob', 'cleanupJob', 'notifyChannel', 'advisoryLockClass'] as const) {
+    for (const key of [
+      'publisherJob',
+      'cleanupJob',
+      'notifyChannel',
+      'advisoryLockClass',
+      'replicationSlot',
+    ] as const) {
       expect(new Set(names.map((n) => n[key])).size).toBe(names.length);
     }
     expect(names[1]).toMatchObject({
       publisherJob: 'nestjs-outbox:publisher:billing',
       cleanupJob: 'nestjs-outbox:cleanup:billing',
       notifyChannel: 'nestjs_outbox_billing_outbox_messages',
+      replicationSlot: 'nestjs_outbox_billing_outbox_messages',
     });
+    expect(names[4].replicationSlot).toMatch(/^[a-z0-9_]{1,63}$/);
   });
 
   it('keeps channels within 63 characters and apart when long names share a prefix', () => {

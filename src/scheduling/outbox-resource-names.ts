@@ -21,6 +21,11 @@ export interface OutboxResourceNames {
   notifyChannel: string;
   /** First key (int4) of `pg_advisory_xact_lock(class, hashtext(key))`, taken by same-key writers. */
   advisoryLockClass: number;
+  /**
+   * PostgreSQL WAL modes: the replication slot and the publication of this outbox (lower case, at most 63
+   * characters; the NOTIFY channel's name).
+   */
+  replicationSlot: string;
 }
 
 /** The context of a log line of one outbox: `base` for the default DataSource, `base(name)` for a named one. */
@@ -37,6 +42,7 @@ export function outboxResourceNames(dataSourceName: string | undefined, table: s
       cleanupJob: OUTBOX_CLEANUP_JOB,
       notifyChannel: `nestjs_outbox_${identifier(table)}`.slice(0, 63),
       advisoryLockClass: advisoryLockClassOf(dataSourceName),
+      replicationSlot: slotName(`nestjs_outbox_${identifier(table)}`),
     };
   }
   const name = dataSourceName!;
@@ -48,7 +54,18 @@ export function outboxResourceNames(dataSourceName: string | undefined, table: s
     notifyChannel:
       channel.length <= 63 ? channel : `${channel.slice(0, 54)}_${fnv1a(channel).toString(16).padStart(8, '0')}`,
     advisoryLockClass: advisoryLockClassOf(name),
+    replicationSlot: slotName(channel),
   };
+}
+
+/**
+ * A replication slot's name: lower case letters, digits and `_`, at most 63. One that had upper case letters or was
+ * longer is cut and suffixed with a hash of the whole, so `Billing` and `billing` stay apart.
+ */
+function slotName(name: string): string {
+  const lower = name.toLowerCase();
+  if (lower === name && name.length <= 63) return name;
+  return `${lower.slice(0, 54)}_${fnv1a(name).toString(16).padStart(8, '0')}`;
 }
 
 /** The advisory lock class of a DataSource's outbox: the default one's, or an int4 of its own for a named one. */

@@ -13,8 +13,12 @@ export const MESSAGE_ID_UNIQUE_INDEX = outboxIndexNames(outboxTableNames()).mess
 /** Name of the index that serves the dead letters' newest-first pages (of the shipped table). */
 export const DEAD_INDEX = outboxIndexNames(outboxTableNames()).messages.dead;
 
-/** Life cycle of an outbox row. In flight = `pending` with a live claim (`claimedUntil` in the future). */
-export type OutboxMessageStatus = 'pending' | 'sent' | 'dead';
+/**
+ * Life cycle of an outbox row. In flight = `pending` with a live claim (`claimedUntil` in the future). `replaced`:
+ * a dead letter an operator replaced by a corrected copy (`OutboxDeadLetters.editAndRequeue()`), kept as it was
+ * with the edit's audit in `editAudit`; it is never published, counted or requeued, and holds back nothing.
+ */
+export type OutboxMessageStatus = 'pending' | 'sent' | 'dead' | 'replaced';
 
 /**
  * The columns of an outbox table (`OutboxMessage`), shared by the shipped entity and the ones `outboxEntities()`
@@ -64,6 +68,13 @@ export abstract class OutboxMessageColumns {
   @Column({ type: 'bigint', name: 'available_at', transformer: epochMsTransformer })
   availableAt!: Date;
 
+  /**
+   * When the message expires (`emit()`'s `expiresIn` / `expiresAt`): from then on it is never published, and the
+   * publisher makes it a dead letter (or drops it, `publisher.onExpired`). `null`: never.
+   */
+  @Column({ type: 'bigint', name: 'expires_at', nullable: true, transformer: epochMsTransformer })
+  expiresAt!: Date | null;
+
   @Column({ type: 'bigint', name: 'created_at', transformer: epochMsTransformer })
   createdAt!: Date;
 
@@ -85,6 +96,27 @@ export abstract class OutboxMessageColumns {
   @Column({ type: 'bigint', name: 'dead_at', default: 0, transformer: epochMsOrZero })
   deadAt!: Date | null;
 
+  /**
+   * The idempotency record of the call whose transaction emitted the row — (scope, key) of an `@Idempotent()`
+   * request or message, `outbox-handler:<name>` and the message id for an `@OnOutboxEvent()` handler, or a
+   * `once()` call — or null (emitted outside such a call). Read by `OutboxService.trace()`. Added by the
+   * `AddOutboxCause1765756800000` migration.
+   */
+  @Column({ type: 'varchar', length: 255, nullable: true, name: 'cause_scope' })
+  causeScope!: string | null;
+
+  /** The key of the causing record (see `causeScope`): the client's idempotency key, or a message id. */
+  @Column({ type: 'varchar', length: 255, nullable: true, name: 'cause_key' })
+  causeKey!: string | null;
+
+  /**
+   * On a `replaced` row, the audit of the edit that replaced it, as JSON text: the corrected copy's id, when, who,
+   * why and what changed (values redacted). Null on every other row. Added by the `AddOutboxEditAudit1765843200000`
+   * migration.
+   */
+  @Column({ type: 'text', nullable: true, name: 'edit_audit' })
+  editAudit!: string | null;
+
   /** The last publish error, if any. */
   @Column({ type: 'text', nullable: true, name: 'last_error' })
   lastError!: string | null;
@@ -97,7 +129,7 @@ declareSqliteIntegerKey(OutboxMessageColumns);
  *
  * Indexes: `claim` serves the publisher's query (pending rows in write order, so history rows are never
  * scanned); `key` serves per-key ordering per destination (only a key's unsent rows are probed); `cleanup` serves
- * retention of sent rows; `dead` serves the dead letters' pages (newest death first); `(message_id, destination)` is
+ * retention of sent rows; `dead` serves the dead letters' pages (newest death first); `cause` finds what one call emitted (trace); `(message_id, destination)` is
  * unique.
  */
 export function declareOutboxMessageTable(target: Function, tables: OutboxTableNames): void {
@@ -107,6 +139,7 @@ export function declareOutboxMessageTable(target: Function, tables: OutboxTableN
   Index(names.key, ['key', 'status', 'destination', 'seq'])(target);
   Index(names.cleanup, ['status', 'sentAt'])(target);
   Index(names.dead, ['status', 'deadAt', 'seq'])(target);
+  Index(names.cause, ['causeKey'])(target);
   Entity(tableEntityOptions(tables, 'messages'))(target);
 }
 

@@ -30,6 +30,7 @@ describe('outbox table names', () => {
         legacyKey: 'IDX_outbox_messages_key',
         cleanup: 'IDX_outbox_messages_cleanup',
         dead: 'IDX_outbox_messages_dead',
+        cause: 'IDX_outbox_messages_cause',
       },
       attempts: {
         primaryKey: 'PK_e35a1f86fb21f9c97644a01b1f1',
@@ -134,6 +135,9 @@ describe('outboxEntities() and outboxMigrations()', () => {
       'CreateIdempotencySteps_billing_1765411200000',
       'AddOutboxDestinations_billing_1765497600000',
       'IdempotencyExpiryBrin_billing_1765584000000',
+      'AddOutboxExpiry_billing_1765670400000',
+      'AddOutboxCause_billing_1765756800000',
+      'AddOutboxEditAudit_billing_1765843200000',
     ]);
     expect(names({ schema: 'billing' })[0]).toBe('CreateOutboxTables_billing.1764374400000');
     expect(names({ schema: 'b', prefix: 'x_' })[0]).toBe('CreateOutboxTables_b.x_1764374400000');

@@ -77,6 +77,8 @@ export const indexNamesOf = {
     legacyKey: `IDX_${m}_key`,
     cleanup: `IDX_${m}_cleanup`,
     dead: `IDX_${m}_dead`,
+    /** `(cause_key)`: the messages one call emitted, for `OutboxService.trace()` (since `AddOutboxCause1765756800000`). */
+    cause: `IDX_${m}_cause`,
   }),
   attempts: (a: string) => ({
     primaryKey: naming.primaryKeyName(a, ['id']),

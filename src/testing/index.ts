@@ -17,13 +17,13 @@ import type { TestingModuleBuilder } from '@nestjs/testing';
 import { OutboxConfigurationError } from '../errors';
 import { getOutboxToken, isDefaultDataSource } from '../outbox.constants';
 import { findOutboxes } from '../outbox/outbox-directory';
-import { OUTBOX_PROVIDERS } from '../outbox/outbox-providers';
+import { OUTBOX_PROVIDERS } from '../outbox.providers';
 import { OutboxService } from '../outbox/outbox.service';
 import { OutboxPublisher } from '../publisher/outbox-publisher';
 import { namedOutboxTokens, withInjectedTokens } from '../util/named-providers';
 import { TwiceDeliveringOutboxPublisher } from './twice-delivering.publisher';
 
-export { TwiceDeliveringOutboxPublisher } from './twice-delivering.publisher';
+// ── Flushing: publish what a test wrote, now ─────────────────────────────────────────────────────────────────
 
 /** Options of `flushOutbox()`. */
 export interface FlushOutboxOptions {
@@ -37,8 +37,8 @@ export interface FlushOutboxOptions {
   outbox?: string;
 }
 
-/** Options of `deliverEveryMessageTwice()`. */
-export interface DeliverEveryMessageTwiceOptions {
+/** Options of `deliverEveryMessageTwice()` (reachable as `Parameters<typeof deliverEveryMessageTwice>[1]`). */
+interface DeliverEveryMessageTwiceOptions {
   /**
    * Which outbox delivers twice, by its DataSource's name, in an app with several (call it once per outbox to
    * double several).
@@ -114,10 +114,12 @@ function outboxProvider<T>(app: INestApplicationContext, type: Type<T>, name: st
   }
 }
 
+// ── Duplicates: prove the app's consumers idempotent ────────────────────────────────────────────────────────
+
 /**
  * Makes the app's outbox publish every message twice (same message id), so the app's tests prove that its
  * consumers are idempotent: whatever they do must show the effect of one delivery. Pass the builder returned by
- * `Test.createTestingModule()`; it replaces that outbox's `OutboxPublisher` with `TwiceDeliveringOutboxPublisher`.
+ * `Test.createTestingModule()`; it replaces that outbox's `OutboxPublisher` with a publisher that delivers twice.
  * `outbox` names the outbox of a named DataSource; call it once per outbox to double several.
  */
 export function deliverEveryMessageTwice(
@@ -137,18 +139,14 @@ export function deliverEveryMessageTwice(
   return builder.overrideProvider(getOutboxToken(OutboxPublisher, name)).useClass(twice);
 }
 
+// ── The idempotency contract: check an app's own `@Idempotent()` routes (options and report by name) ─────────
 export {
   assertIdempotencyContract,
   checkIdempotencyContract,
   describeIdempotencyContract,
-  formatContractFailures,
 } from './idempotency-contract/idempotency-contract';
 export { IDEMPOTENCY_CONTRACT_CHECKS } from './idempotency-contract/idempotency-contract.options';
 export type {
-  IdempotencyContractCheck,
-  IdempotencyContractCheckResult,
-  IdempotencyContractFailure,
   IdempotencyContractOptions,
   IdempotencyContractReport,
-  IdempotencyContractRequest,
 } from './idempotency-contract/idempotency-contract.options';

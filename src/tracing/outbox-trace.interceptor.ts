@@ -1,7 +1,8 @@
 import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
 import { defer, from, mergeMap, Observable } from 'rxjs';
+import { CAUSE_HEADER } from '../outbox.constants';
 import { getOutboxMessageId } from '../transports/incoming-message-id';
-import { incomingHeaders } from './incoming-headers';
+import { incomingHeaders } from '../transports/incoming-headers';
 import { describeError } from '../util/describe-error';
 import { loadOpenTelemetry, openTelemetry } from '../util/opentelemetry';
 
@@ -48,6 +49,7 @@ export class OutboxTraceInterceptor implements NestInterceptor {
           'messaging.operation.type': 'process',
           'messaging.destination.name': pattern,
           ...(messageId ? { 'messaging.message.id': messageId } : {}),
+          ...(headers[CAUSE_HEADER] ? { 'outbox.cause': headers[CAUSE_HEADER] } : {}),
         },
       },
       parent,

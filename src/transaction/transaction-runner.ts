@@ -1,7 +1,8 @@
 import { Logger } from '@nestjs/common';
 import type { DataSource, EntityManager } from 'typeorm';
 import { SerialQueue } from '../util/serial-queue';
-import { currentTransaction, runInTransactionContext } from './transaction-context';
+import { OutboxInTransactionError } from '../errors';
+import { currentTransaction, outsideTransactionContext, runInTransactionContext } from './transaction-context';
 import { describeError } from '../util/describe-error';
 import { transactionSourceOf } from './transaction-source.registry';
 import type { OutboxTransactionContext, OutboxTransactionOptions } from './transaction.types';
@@ -79,4 +80,46 @@ export function takeTurn<T>(dataSource: DataSource, task: () => Promise<T>): Pro
 export function runOnConnection<T>(dataSource: DataSource, work: (manager: EntityManager) => Promise<T>): Promise<T> {
   if (sharesOneConnection(dataSource)) return queueOf(dataSource).run(() => work(dataSource.manager));
   return work(dataSource.manager);
+}
+
+/** Thrown inside a rolled-back transaction once its work is done, so that the transaction is rolled back. */
+class RollBack extends Error {}
+
+/**
+ * Throws `OutboxInTransactionError` when the caller runs inside a transaction of `dataSource` (the built-in one or a
+ * plugged-in source's): for work that must run in a transaction of its own, always rolled back. `what` names it.
+ */
+export function refuseInTransaction(
+  dataSource: DataSource,
+  what: string,
+  why = "it runs in transactions of its own, always rolled back, which must not nest in (or wait for) the caller's",
+): void {
+  if (!currentTransaction(dataSource)) return;
+  throw new OutboxInTransactionError(
+    `${what} was called inside a transaction of the outbox's DataSource; ${why}. Call it outside any transaction.`,
+  );
+}
+
+/**
+ * Runs `work` in a new transaction of `dataSource` that is always rolled back — when `work` resolves as when it
+ * throws — with the transaction ambient (so `OutboxService.manager`, `transaction()` and `emit()` inside `work`
+ * join it, through the plugged-in transaction source when there is one). Refuses to run inside a transaction of
+ * `dataSource` (`refuseInTransaction()`): a plugged-in source would join it, and its rollback would not undo
+ * `work`'s writes. No after-commit callback runs. Resolves with what `work` resolved.
+ */
+export function runRolledBack<T>(dataSource: DataSource, work: (manager: EntityManager) => Promise<T>): Promise<T> {
+  refuseInTransaction(dataSource, 'A rolled-back run (OutboxDeadLetters.dryRun())');
+  return outsideTransactionContext(async () => {
+    const done: { result?: T } = {};
+    try {
+      await runInTransaction(dataSource, async (manager) => {
+        done.result = await work(manager);
+        throw new RollBack('rolled back on purpose');
+      });
+    } catch (error) {
+      if (error instanceof RollBack && 'result' in done) return done.result as T;
+      throw error;
+    }
+    throw new Error('unreachable: a rolled-back transaction committed');
+  });
 }

@@ -2,6 +2,7 @@ import type { ExecutionContext } from '@nestjs/common';
 import { KafkaContext, MqttContext, NatsContext, RmqContext } from '@nestjs/microservices';
 import { MESSAGE_ID_HEADER } from '../outbox.constants';
 import { envelopeOf } from './outbox-envelope';
+import { OutboxRetryContext } from './outbox-retry.context';
 
 /**
  * Reads the outbox message id of an incoming message: from an RPC `ExecutionContext` (as in an interceptor or
@@ -51,6 +52,7 @@ function text(value: unknown): string | undefined {
 }
 
 function fromTransportContext(ctx: unknown): string | undefined {
+  if (ctx instanceof OutboxRetryContext) return ctx.getMessageId();
   if (ctx instanceof RmqContext) {
     const properties = (ctx.getMessage() as any)?.properties;
     const headers = properties?.headers;

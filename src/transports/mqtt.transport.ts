@@ -7,7 +7,8 @@ import type { OutboxTransport, OutgoingOutboxMessage } from './outbox-transport'
  * MQTT 5: the id travels as the `x-message-id` user property (the client needs `protocolVersion: 5`; MQTT 3.1.1
  * drops user properties). Published with QoS 1, so a completed publish means the broker sent PUBACK. CloudEvents
  * attributes travel as user properties named as the attributes (`id`, `type`, …) and the content type in the
- * Content Type property, as the CloudEvents MQTT binding has it.
+ * Content Type property, as the CloudEvents MQTT binding has it. A message with an expiry carries its time left as
+ * the Message Expiry Interval (whole seconds, rounded up).
  */
 export class MqttOutboxTransport implements OutboxTransport {
   readonly name = 'mqtt' as const;
@@ -21,7 +22,11 @@ export class MqttOutboxTransport implements OutboxTransport {
     };
     return new MqttRecordBuilder(message.payload)
       .setQoS(1)
-      .setProperties({ userProperties, ...(cloudEvent && { contentType: cloudEvent.datacontenttype }) })
+      .setProperties({
+        userProperties,
+        ...(cloudEvent && { contentType: cloudEvent.datacontenttype }),
+        ...(message.expiresInMs !== undefined && { messageExpiryInterval: Math.ceil(message.expiresInMs / 1000) }),
+      })
       .build();
   }
 }

@@ -11,6 +11,11 @@ export interface OutgoingOutboxMessage {
   key: string | null;
   /** CloudEvents attributes to send in binary content mode (module option `cloudEvents`), named per binding. */
   cloudEvent?: CloudEventAttributes;
+  /**
+   * Milliseconds the message has left before it expires (at least 1), for a transport that can tell the broker
+   * (RabbitMQ `expiration`, MQTT 5 message expiry interval); absent for a message without expiry.
+   */
+  expiresInMs?: number;
 }
 
 /**

@@ -90,6 +90,16 @@ describe('transports: the message id on every transport', () => {
     expect(getOutboxMessageId({}, ctx)).toBe(message.messageId);
   });
 
+  it('RabbitMQ and MQTT 5: the time a message has left as the AMQP expiration (ms) / Message Expiry Interval (s)', () => {
+    const expiring = { ...message, expiresInMs: 1500 };
+    expect(new RmqOutboxTransport().toRecord(expiring).options).toMatchObject({ expiration: '1500' });
+    expect(new RmqOutboxTransport().toRecord(message).options).not.toHaveProperty('expiration');
+    expect(new MqttOutboxTransport().toRecord(expiring).options?.properties).toMatchObject({
+      messageExpiryInterval: 2,
+    });
+    expect(new MqttOutboxTransport().toRecord(message).options?.properties).not.toHaveProperty('messageExpiryInterval');
+  });
+
   it('Kafka: record key = ordering key, x-message-id as a record header, through ClientKafka’s serializer', () => {
     const record = new KafkaOutboxTransport().toRecord(message);
     expect(record).toEqual({

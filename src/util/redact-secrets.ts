@@ -43,3 +43,10 @@ export function redactSecrets(text: string): string {
       return `${name}${scheme ?? ''}${REDACTED}`;
     });
 }
+
+const SECRET_FIELD_NAME = new RegExp(`^${SECRET_NAME}$`, 'i');
+
+/** True for a field name whose value `redactSecrets()` hides (`password`, `apiKey`, `x-db-password`, …). */
+export function isSecretFieldName(name: string): boolean {
+  return SECRET_FIELD_NAME.test(name);
+}

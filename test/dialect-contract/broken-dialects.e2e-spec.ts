@@ -46,6 +46,25 @@ const PassesHeldBackAllRow = rewriteClaimable((where) =>
   where.replace(`(e."destination" = '' AND m."destination" <> '' OR `, '(1 = 0 OR '),
 );
 
+/** Lets an expired earlier row of a key hold the key back, as a dead or retrying head does. */
+class ExpiredHeadBlocks extends SqliteOutboxDialect {
+  protected expiredUnheld(): string {
+    return '(1 = 0)';
+  }
+}
+
+/**
+ * Replaces rows whatever their status and id: its statements lack the condition that the rows are still dead with
+ * the original id, so a second edit (or one racing a requeue) would make another copy.
+ */
+class ReplaceIgnoresStatus extends SqliteOutboxDialect {
+  async execute(manager: EntityManager, sql: string, params: unknown[] = [], options = {}) {
+    const guard = ` AND "status" = 'dead' AND "message_id" = ?`;
+    if (!sql.includes(guard)) return super.execute(manager, sql, params, options);
+    return super.execute(manager, sql.replace(guard, ''), params.slice(0, -1), options);
+  }
+}
+
 /** Marks rows sent whoever holds the claim (no fencing). */
 class MarkSentIgnoresOwner extends SqliteOutboxDialect {
   async markSent(manager: EntityManager, table: string, _owner: string, seqs: readonly string[]): Promise<number> {
@@ -153,6 +172,7 @@ const broken: Array<{ name: string; dialect: new () => OutboxDialect; caughtBy: 
       check("claim() keeps each key's order:"),
       check("claim() keeps each key's order per destination"),
       check('claim(): a row for every destination'),
+      check('claim(): an expired earlier row'),
       check('markFailed() schedules'),
       check('requeueDead() makes'),
     ],
@@ -167,6 +187,7 @@ const broken: Array<{ name: string; dialect: new () => OutboxDialect; caughtBy: 
       check('claim() sets a lease'),
       check("claim() keeps each key's order:"),
       check("claim() keeps each key's order per destination"),
+      check('claim(): an expired earlier row'),
       check('requeueDead() makes'),
     ],
   },
@@ -177,6 +198,7 @@ const broken: Array<{ name: string; dialect: new () => OutboxDialect; caughtBy: 
       check("claim() keeps each key's order:"),
       check("claim() keeps each key's order per destination"),
       check('claim(): a row for every destination'),
+      check('claim(): an expired earlier row'),
     ],
   },
   {
@@ -189,7 +211,13 @@ const broken: Array<{ name: string; dialect: new () => OutboxDialect; caughtBy: 
     dialect: PassesHeldBackAllRow,
     caughtBy: [check('claim(): a row for every destination')],
   },
+  {
+    name: 'claim() lets an expired head block its key',
+    dialect: ExpiredHeadBlocks,
+    caughtBy: [check('claim(): an expired earlier row')],
+  },
   { name: 'markSent() ignores the owner', dialect: MarkSentIgnoresOwner, caughtBy: [check('markSent()')] },
+  { name: 'replaceDead() ignores the status', dialect: ReplaceIgnoresStatus, caughtBy: [check('replaceDead()')] },
   { name: 'release() keeps the attempt counted', dialect: ReleaseKeepsAttempt, caughtBy: [check('release()')] },
   {
     name: 'deleteExpiredSent() ignores the limit',

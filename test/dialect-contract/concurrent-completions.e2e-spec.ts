@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { QueryRunner } from 'typeorm';
-import { OutboxAttempt, OutboxMessage } from '../../src';
+import { OutboxMessage } from '../../src';
+import { OutboxAttempt } from '../../src/schema/outbox-attempt.entity';
 import type { OutboxFailure } from '../../src/dialects/outbox-dialect';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from '../helpers/databases';
 import { describeWith } from '../helpers/services';

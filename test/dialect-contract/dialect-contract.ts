@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { In } from 'typeorm';
-import { OutboxAttempt, OutboxMessage } from '../../src';
+import { OutboxMessage } from '../../src';
+import { OutboxAttempt } from '../../src/schema/outbox-attempt.entity';
 import type { ClaimedOutboxRow, DeadRowFilter, NewOutboxRow } from '../../src/dialects/outbox-dialect';
 import type { DialectSubject } from './contract-subject';
+import { REPLACE_DEAD_CHECK } from './replace-dead.check';
 
 /** One promise of the `OutboxDialect` interface, checked against a real database; throws when it is broken. */
 export interface DialectCheck {
@@ -185,6 +187,67 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
       expect(delayed.availableAt.getTime()).toBe(delayed.createdAt.getTime() + 60_000);
       expect((await row(s, n.dated))!.availableAt.getTime()).toBe(before + 120_000);
       expect(now).toMatchObject({ status: 'pending', attempts: 0, claimedBy: null, claimedUntil: null, sentAt: null });
+    },
+  },
+  {
+    name: 'insert() stamps expires_at on the database clock (expiresIn after created_at, or expiresAt); claim() reports the time left',
+    async run(s) {
+      await reset(s);
+      const n = names('never', 'soon', 'dated');
+      const before = await dbNow(s);
+      await insert(
+        s,
+        { messageId: n.never },
+        { messageId: n.soon, expiresIn: 60_000, delay: 1000 },
+        { messageId: n.dated, expiresAt: before + 120_000 },
+      );
+      expect((await row(s, n.never))!.expiresAt).toBeNull();
+      const soon = (await row(s, n.soon))!;
+      expect(soon.expiresAt!.getTime()).toBe(soon.createdAt.getTime() + 60_000);
+      expect(soon.availableAt.getTime()).toBe(soon.createdAt.getTime() + 1000);
+      expect((await row(s, n.dated))!.expiresAt!.getTime()).toBe(before + 120_000);
+      await update(s, [n.soon], { availableAt: new Date(before - 1000) });
+      const claimed = await claim(s, randomUUID());
+      const after = await dbNow(s);
+      expect(ids(claimed)).toEqual([n.never, n.soon, n.dated]);
+      expect(claimed[0].expiresInMs).toBeUndefined();
+      expect(claimed[1].expiresInMs).toBeLessThanOrEqual(soon.expiresAt!.getTime() - before);
+      expect(claimed[1].expiresInMs).toBeGreaterThanOrEqual(soon.expiresAt!.getTime() - after);
+      expect(claimed[2].expiresInMs).toBeLessThanOrEqual(120_000);
+      expect(claimed[2].expiresInMs).toBeGreaterThanOrEqual(before + 120_000 - after);
+    },
+  },
+  {
+    name: 'claim(): an expired earlier row of a key holds nothing back (dead or pending), unless a publisher holds it',
+    async run(s) {
+      await reset(s);
+      const n = names('gone', 'next', 'last');
+      const now = await dbNow(s);
+      await insert(s, { messageId: n.gone, key: 'k', expiresAt: now - 1000 }, { messageId: n.next, key: 'k' });
+      await insert(s, { messageId: n.last, key: 'k' });
+      // The expired head is dead: the rest of its key goes.
+      await update(s, [n.gone], { status: 'dead' });
+      expect(ids(await claim(s, randomUUID(), 1))).toEqual([n.next]);
+      await update(s, [n.next], { status: 'sent', claimedBy: null, claimedUntil: null });
+      // The expired head waits for a retry, or is pending and unclaimed: nothing waits for it.
+      await update(s, [n.gone], { status: 'pending', availableAt: new Date(now + 60_000) });
+      expect(ids(await claim(s, randomUUID()))).toEqual([n.last]);
+      await update(s, [n.last], { claimedBy: null, claimedUntil: null });
+      // A publisher holds the expired head (it may be publishing it right now): its key waits.
+      await update(s, [n.gone], {
+        availableAt: new Date(now - 1000),
+        claimedBy: 'x',
+        claimedUntil: new Date(now + 60_000),
+      });
+      expect(await claim(s, randomUUID())).toEqual([]);
+      // A dead head that has not expired still holds its key back.
+      await update(s, [n.gone], {
+        status: 'dead',
+        expiresAt: new Date(now + 60_000),
+        claimedBy: null,
+        claimedUntil: null,
+      });
+      expect(await claim(s, randomUUID())).toEqual([]);
     },
   },
   {
@@ -808,6 +871,7 @@ export const DIALECT_CHECKS: readonly DialectCheck[] = [
       expect(await allAttempts(s)).toBe(0);
     },
   },
+  REPLACE_DEAD_CHECK,
 ];
 
 /** Runs every check of the contract as a jest test against the subject `getSubject` returns at run time. */

@@ -1,6 +1,6 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { IdempotencyRecord } from '../../src';
+import { IdempotencyRecord } from '../../src/schema/idempotency-record.entity';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from '../helpers/databases';
 import { waitFor } from '../helpers/ports';
 import { describeWith } from '../helpers/services';

@@ -6,6 +6,8 @@ export interface RecordedMessage {
   messageId: string;
   pattern: string;
   data: any;
+  /** The AMQP `expiration` property (ms, as a string), when the message has one. */
+  expiration?: string;
 }
 
 /**
@@ -30,7 +32,8 @@ export class AmqpRecorder {
     await channel.consume(this.queue, (msg) => {
       if (!msg) return;
       const body = JSON.parse(msg.content.toString('utf8'));
-      this.messages.push({ messageId: msg.properties.messageId, pattern: body.pattern, data: body.data });
+      const { messageId, expiration } = msg.properties;
+      this.messages.push({ messageId, pattern: body.pattern, data: body.data, ...(expiration && { expiration }) });
       channel.ack(msg);
     });
     return this;

@@ -11,13 +11,9 @@ import { RmqRecordSerializer } from '@nestjs/microservices/serializers/rmq-recor
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ScheduleModule } from '@nestjs/schedule';
 import { Test } from '@nestjs/testing';
-import {
-  OutboxConsoleModule,
-  OutboxConsoleOptions,
-  OutboxModule,
-  OutboxModuleOptions,
-  OutboxNonRetryableError,
-} from '../../src';
+import { OutboxModule, OutboxModuleOptions, OutboxNonRetryableError } from '../../src';
+import { OutboxConsoleOptions } from '../../src/console/console.options';
+import { OutboxConsoleModule } from '../../src/console/outbox-console.module';
 import { twoDataSources } from '../fixtures/two-data-sources';
 import { outboxTestingModuleBuilder } from '../fixtures/outbox-app';
 import type { TestDatabase } from './databases';

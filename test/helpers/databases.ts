@@ -5,13 +5,14 @@ import { join } from 'node:path';
 import { DataSource, DataSourceOptions } from 'typeorm';
 import { SERVICES } from './services';
 
-export type DatabaseKind = 'sqlite' | 'postgres' | 'mariadb';
+export type DatabaseKind = 'sqlite' | 'postgres' | 'mariadb' | 'postgres-logical';
 
 /** Human name used in test titles, so the CI log shows which database ran. */
 export const DATABASE_LABEL: Record<DatabaseKind, string> = {
   sqlite: 'SQLite (better-sqlite3)',
   postgres: 'PostgreSQL',
   mariadb: 'MariaDB',
+  'postgres-logical': 'PostgreSQL (wal_level=logical)',
 };
 
 export interface TestDatabase {
@@ -51,7 +52,7 @@ export async function createTestDatabase(kind: DatabaseKind): Promise<TestDataba
       await a.initialize();
       try {
         await a.query(
-          kind === 'postgres' ? `DROP DATABASE IF EXISTS ${name} WITH (FORCE)` : `DROP DATABASE IF EXISTS ${name}`,
+          kind !== 'mariadb' ? `DROP DATABASE IF EXISTS ${name} WITH (FORCE)` : `DROP DATABASE IF EXISTS ${name}`,
         );
       } finally {
         await a.destroy();
@@ -60,7 +61,10 @@ export async function createTestDatabase(kind: DatabaseKind): Promise<TestDataba
   };
 }
 
-function adminOptions(kind: 'postgres' | 'mariadb'): DataSourceOptions {
+function adminOptions(kind: 'postgres' | 'mariadb' | 'postgres-logical'): DataSourceOptions {
+  if (kind === 'postgres-logical') {
+    return { type: 'postgres', ...SERVICES['postgres-logical'], username: 'postgres', database: 'postgres' };
+  }
   if (kind === 'postgres') {
     return { type: 'postgres', ...SERVICES.postgres, username: 'postgres', database: 'postgres' };
   }
@@ -68,6 +72,6 @@ function adminOptions(kind: 'postgres' | 'mariadb'): DataSourceOptions {
 }
 
 /** The services a database kind needs. */
-export function servicesOf(kind: DatabaseKind): ('postgres' | 'mariadb')[] {
+export function servicesOf(kind: DatabaseKind): ('postgres' | 'mariadb' | 'postgres-logical')[] {
   return kind === 'sqlite' ? [] : [kind];
 }

@@ -1,3 +1,4 @@
+import { findChromium } from './find-chromium';
 import { isReachable, SERVICES, ServiceName } from './services';
 
 /**
@@ -14,6 +15,10 @@ export default async function globalSetup(): Promise<void> {
     );
   }
   process.env.OUTBOX_TEST_DOWN_SERVICES = down.join(',');
+  // The browser tests' Chromium, unpacked once here rather than by each worker (see test/helpers/browser.ts).
+  const chromium = await findChromium();
+  if (chromium.path) process.env.OUTBOX_TEST_CHROMIUM = chromium.path;
+  else process.env.OUTBOX_TEST_CHROMIUM_PROBLEM = chromium.problem;
   if (down.length > 0)
     console.warn(`\n[nestjs-outbox tests] services down, their suites are skipped: ${down.join(', ')}\n`);
 }

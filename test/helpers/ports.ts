@@ -12,16 +12,21 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Polls `check` until it returns true or `timeoutMs` passes (then throws with `what`). */
+/**
+ * Polls `check` until it returns true or `timeoutMs` passes (then throws with `what`, and with what `explain`
+ * reports of the state at that moment, so an intermittent timeout says where it was stuck).
+ */
 export async function waitFor(
   check: () => boolean | Promise<boolean>,
   what: string,
   timeoutMs = 20_000,
+  explain?: () => Promise<string>,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (await check()) return;
     await new Promise((r) => setTimeout(r, 25));
   }
-  throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
+  const state = explain ? await explain().catch((error) => `(could not explain: ${String(error)})`) : undefined;
+  throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}${state ? `; state: ${state}` : ''}`);
 }

@@ -3,6 +3,8 @@ import { Socket } from 'node:net';
 /** The shared services on this kind of machine, at their default local ports. */
 export const SERVICES = {
   postgres: { host: '127.0.0.1', port: 5432 },
+  /** A second PostgreSQL with `wal_level = logical`, for the WAL relay (.ci/pg-logical.sh starts it). */
+  'postgres-logical': { host: '127.0.0.1', port: 5433 },
   mariadb: { host: '127.0.0.1', port: 3306 },
   redis: { host: '127.0.0.1', port: 6379 },
   rabbitmq: { host: '127.0.0.1', port: 5672 },
@@ -15,6 +17,7 @@ export type ServiceName = keyof typeof SERVICES;
 /** How test titles name each service (the CI log's per-service summary counts them by these names). */
 export const SERVICE_LABEL: Record<ServiceName, string> = {
   postgres: 'PostgreSQL',
+  'postgres-logical': 'PostgreSQL (wal_level=logical)',
   mariadb: 'MariaDB',
   redis: 'Redis',
   rabbitmq: 'RabbitMQ',

@@ -1,8 +1,12 @@
+import { CONSOLE_CHART_JS } from './console-script-chart';
+import { CONSOLE_EDIT_JS } from './console-script-edit';
+import { CONSOLE_LOOKUPS_JS } from './console-script-lookups';
+import { CONSOLE_TRY_JS } from './console-script-try';
 /**
- * The console page's script (vanilla JS, no build step), served as `<path>/app.js`: lists the app's outboxes
- * (when there are several: one button each with its backlog, the selected one kept in the page's `?outbox=`),
- * polls the selected outbox's summary and series, draws the chart as inline SVG, lists dead letters with filters and a cursor, shows one message, and
- * requeues or purges after a confirmation. Every text from the server is set with `textContent`, never as HTML.
+ * The console page's script (vanilla JS, no build step), served as `<path>/app.js`: outboxes, summary, failure
+ * groups, dead letters, one message; requeue and purge after a confirmation. Its other parts are inserted into the
+ * same closure: the chart (console-script-chart.ts), pending rows and key lookup (console-script-lookups.ts), the dry
+ * run (console-script-try.ts) and edit-and-requeue (console-script-edit.ts). Every text from the server is set with `textContent`, never as HTML.
  */
 export const CONSOLE_APP_JS = String.raw`'use strict';
 (function () {
@@ -79,6 +83,7 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
       var outboxes = list.outboxes;
       var current = state.outbox;
       if (!current) outboxes.forEach(function (o) { if (o.default) current = o.name; });
+      outboxes.forEach(function (o) { if (o.name === current) state.allowEdit = o.allowEdit === true; });
       nav.hidden = outboxes.length < 2;
       $('outbox-name').textContent = outboxes.length < 2 ? '' : ' · ' + current;
       while (nav.firstChild) nav.removeChild(nav.firstChild);
@@ -107,8 +112,10 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
     $('filters').reset();
     $('detail').hidden = true;
     $('notice').textContent = '';
-    // Resetting the form reloads the dead letters (its 'reset' listener).
-    return Promise.all([refreshOutboxes(), refreshSummary(), refreshChart()]).catch(showError);
+    // Resetting the forms reloads the dead letters and the pending rows (their 'reset' listeners).
+    $('pending-filters').reset();
+    $('key-rows').textContent = '';
+    return Promise.all([loadGroups(), refreshOutboxes(), refreshSummary(), refreshChart()]).catch(showError);
   }
 
   // ── summary and chart ──────────────────────────────────────────────────────────────────────────────────────
@@ -120,60 +127,22 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
       $('dead').textContent = s.dead;
       $('lag').textContent = age(s.oldestPendingAgeMs);
       $('dead-card').classList.toggle('alert', s.dead > 0);
+      showBreakers(s.circuits || []);
       $('updated').textContent = 'updated ' + new Date(s.at).toLocaleTimeString();
-      if (state.lastDead !== null && state.lastDead !== s.dead) loadDead(true);
+      if (state.lastDead !== null && state.lastDead !== s.dead) { loadDead(true); loadGroups(); loadPending(true); }
       state.lastDead = s.dead;
       showError(null);
     });
   }
 
-  var SVG = 'http://www.w3.org/2000/svg';
-  function svg(tag, attrs) {
-    var node = document.createElementNS(SVG, tag);
-    Object.keys(attrs).forEach(function (k) { node.setAttribute(k, attrs[k]); });
-    return node;
-  }
-  function refreshChart() {
-    return call('GET', 'series').then(function (series) {
-      var chart = $('chart');
-      while (chart.firstChild) chart.removeChild(chart.firstChild);
-      var W = 640, H = 170, L = 44, R = 52, T = 10, B = 22;
-      var samples = series.samples;
-      var step = series.sampleInterval;
-      var end = samples.length ? samples[samples.length - 1].at : Date.now();
-      // Zoom in on the samples there are (a process that just started), up to the whole window.
-      var start = Math.max(end - series.minutes * 60000, (samples.length ? samples[0].at : end) - step);
-      var span = Math.max(end - start, 20 * step);
-      start = end - span;
-      var maxT = 1, maxLag = 1000;
-      samples.forEach(function (s) { maxT = Math.max(maxT, s.throughput); maxLag = Math.max(maxLag, s.lagMs); });
-      function x(at) { return L + ((at - start) / span) * (W - L - R); }
-      function yT(v) { return T + (1 - v / maxT) * (H - T - B); }
-      function yL(v) { return T + (1 - v / maxLag) * (H - T - B); }
-      chart.append(svg('rect', { x: L, y: T, width: W - L - R, height: H - T - B, class: 'plot' }));
-      [0, 0.5, 1].forEach(function (f) {
-        var y = T + (1 - f) * (H - T - B);
-        chart.append(svg('line', { x1: L, x2: W - R, y1: y, y2: y, class: 'grid' }));
-        var left = svg('text', { x: L - 6, y: y + 4, 'text-anchor': 'end', class: 'axis thr' });
-        left.textContent = (Math.round(maxT * f * 10) / 10) + '/s';
-        var right = svg('text', { x: W - R + 6, y: y + 4, class: 'axis lag' });
-        right.textContent = age(Math.round(maxLag * f));
-        chart.append(left, right);
-      });
-      var bw = Math.max(1, ((W - L - R) * step) / span * 0.8);
-      samples.forEach(function (s) {
-        var y = yT(s.throughput);
-        chart.append(svg('rect', { x: x(s.at) - bw, y: y, width: bw, height: H - B - y, class: 'bar' }));
-      });
-      if (samples.length > 1) {
-        var points = samples.map(function (s) { return x(s.at).toFixed(1) + ',' + yL(s.lagMs).toFixed(1); }).join(' ');
-        chart.append(svg('polyline', { points: points, class: 'lagline' }));
-      }
-      var label = svg('text', { x: L, y: H - 4, class: 'axis' });
-      label.textContent = 'last ' + age(span) + ' (keeps ' + series.minutes + ' min' +
-        ') · one sample every ' + step / 1000 + ' s';
-      chart.append(label);
-    });
+  // One line of the brokers whose circuit breaker is not closed (this process's relay); hidden when all are.
+  function showBreakers(circuits) {
+    var line = circuits.filter(function (c) { return c.state !== 'closed'; }).map(function (c) {
+      return 'broker ' + c.broker + ': ' + (c.state === 'open' ? 'paused (breaker open)' : 'probing (half-open)') +
+        ' after ' + c.failures + ' failed publishes';
+    }).join(' · ');
+    $('breakers').textContent = line ? 'Circuit breaker — ' + line : '';
+    $('breakers').hidden = !line;
   }
 
   // ── dead letters ───────────────────────────────────────────────────────────────────────────────────────────
@@ -211,6 +180,49 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
     }).catch(showError);
   }
 
+  // ── failure groups ─────────────────────────────────────────────────────────────────────────────────────────
+  function groupLabel(g) { return (g.errorClass ? g.errorClass + ': ' : '') + g.message; }
+  function loadGroups() {
+    return call('GET', 'dead-letters/groups?limit=50').then(function (result) {
+      var body = $('group-rows');
+      while (body.firstChild) body.removeChild(body.firstChild);
+      result.groups.forEach(function (g) {
+        var show = text('button', 'Show', { type: 'button', class: 'show' });
+        var requeue = text('button', 'Requeue…', { type: 'button', class: 'requeue' });
+        var purge = text('button', 'Purge…', { type: 'button', class: 'danger purge' });
+        show.addEventListener('click', function () { showGroup(g); });
+        requeue.addEventListener('click', function () { actOnGroup('requeue', g); });
+        purge.addEventListener('click', function () { actOnGroup('purge', g); });
+        body.append(el('tr', { 'data-group': g.group }, [
+          text('td', g.count, { class: 'num' }), text('td', g.errorClass || '—'), text('td', g.message, { class: 'err' }),
+          text('td', g.frame || '—', { class: 'err' }), text('td', g.patterns.join(', ')),
+          text('td', when(g.firstSeen)), text('td', when(g.lastSeen)),
+          el('td', { class: 'row-actions' }, [show, tryButton(g), requeue, purge]),
+        ]));
+      });
+      $('groups-empty').hidden = result.groups.length > 0;
+      var notice = $('groups-notice');
+      notice.hidden = result.complete;
+      notice.textContent = result.complete ? '' : 'Grouped over the newest ' + result.scanned + ' dead messages only.';
+    }).catch(showError);
+  }
+  function showGroup(g) {
+    // The filter fields are cleared by hand: resetting the form would load the unfiltered list as well.
+    Array.prototype.forEach.call($('filters').querySelectorAll('input'), function (input) { input.value = ''; });
+    state.filter = { group: g.group };
+    $('notice').textContent = 'Showing the failure group ' + groupLabel(g) + '.';
+    loadDead(true);
+  }
+  function actOnGroup(action, g) {
+    var filter = seenOf(g); // only the group's messages dead when it was listed, not those dying since
+    return call('GET', 'dead-letters/count' + query(filter)).then(function (r) {
+      if (r.count === 0) { $('notice').textContent = 'No dead message is left in this group.'; return; }
+      return act(action, { filter: filter },
+        (action === 'requeue' ? 'Requeue ' : 'Purge ') + r.count + ' dead message(s) of the failure group "' +
+        groupLabel(g) + '"?' + (action === 'purge' ? ' They are deleted for good.' : ''));
+    }).catch(showError);
+  }
+
   // ── one message ────────────────────────────────────────────────────────────────────────────────────────────
   function destinationLabel(d) { return d ? d : 'all (decided when published)'; }
   function openMessage(id, destination) {
@@ -228,6 +240,7 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
           return destinationLabel(d.destination) + ': ' + d.status;
         }).join(' · ')], ['Attempts', m.attempts],
         ['Written', when(m.createdAt)], ['Dead since', when(m.deadAt)], ['Last error', m.lastError || '—']]
+        .concat(m.replacedBy ? [['Replaced by', m.replacedBy]] : [], m.replaces ? [['Replaces', m.replaces]] : [])
         .forEach(function (pair) { facts.append(text('dt', pair[0]), text('dd', pair[1])); });
       var payload = m.payload;
       try { payload = JSON.stringify(JSON.parse(m.payload), null, 2); } catch (e) { /* keep the text */ }
@@ -244,6 +257,7 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
       var isDead = m.status === 'dead';
       $('d-requeue').disabled = !isDead;
       $('d-purge').disabled = !isDead;
+      showEditFor(m);
       panel.scrollIntoView({ block: 'nearest' });
     }).catch(showError);
   }
@@ -275,7 +289,7 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
         $('notice').textContent = (action === 'requeue' ? 'Requeued ' : 'Purged ') + result.count + ' message(s).';
         $('detail').hidden = true;
         state.selected = null;
-        return Promise.all([loadDead(true), refreshSummary()]);
+        return Promise.all([loadDead(true), loadGroups(), loadPending(true), refreshSummary()]);
       });
     }).catch(showError);
   }
@@ -313,11 +327,17 @@ export const CONSOLE_APP_JS = String.raw`'use strict';
     act('purge', { ids: [m.messageId] }, what + ' It is deleted for good.');
   });
   $('d-close').addEventListener('click', function () { $('detail').hidden = true; state.selected = null; });
-
+${CONSOLE_CHART_JS}
+${CONSOLE_LOOKUPS_JS}
+${CONSOLE_TRY_JS}
+${CONSOLE_EDIT_JS}
   function tick() {
     Promise.all([refreshOutboxes(), refreshSummary(), refreshChart()]).catch(showError).then(function () { setTimeout(tick, 2000); });
   }
   loadDead(true);
+  loadGroups();
+  loadPending(true);
   tick();
+  window.outboxConsole = { call: call, el: el, text: text, query: query, showError: showError, openMessage: openMessage };
 })();
 `;

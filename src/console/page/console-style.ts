@@ -61,6 +61,8 @@ th { font-size: 12px; color: var(--muted); font-weight: 600; }
 tbody tr[data-id] { cursor: pointer; }
 tbody tr[data-id]:hover, tbody tr[data-id]:focus { background: #eef3fc; outline: none; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
+#trial td.ok { color: var(--ok, #1a7f37); }
+#trial td.detail { white-space: pre-wrap; word-break: break-word; font-family: ui-monospace, Menlo, monospace; font-size: 12px; }
 td.err { color: var(--bad); font-family: ui-monospace, Menlo, monospace; font-size: 12px; word-break: break-word; }
 pre {
   background: #f3f5f8;
@@ -76,6 +78,7 @@ dt { color: var(--muted); }
 dd { margin: 0; word-break: break-word; }
 .split { display: grid; grid-template-columns: 1fr 1fr; gap: 12px; }
 .muted { color: var(--muted); }
+#breakers { color: var(--bad); margin: 0 0 12px; }
 #error {
   background: #fdecea;
   color: var(--bad);
@@ -85,7 +88,23 @@ dd { margin: 0; word-break: break-word; }
   margin-bottom: 12px;
 }
 #notice { color: var(--muted); min-height: 1.2em; }
+#edit { display: block; border: 1px solid var(--line); border-radius: 8px; padding: 12px; margin: 12px 0; }
+#edit label { display: block; margin: 6px 0; }
+#edit textarea, #edit input { display: block; width: 100%; box-sizing: border-box; font-family: ui-monospace, Menlo, monospace; font-size: 12px; }
+#d-audit-text { white-space: pre-wrap; word-break: break-word; }
 dialog { border: 1px solid var(--line); border-radius: 8px; padding: 18px; max-width: 460px; }
 dialog::backdrop { background: rgba(20, 25, 35, .35); }
+td.row-actions { white-space: nowrap; }
+td.row-actions button { margin-right: 4px; padding: 3px 8px; }
+select { font: inherit; padding: 5px 6px; border: 1px solid var(--line); border-radius: 6px; background: #fff; }
+ul.trace, ul.trace ul { list-style: none; margin: 4px 0 4px 0; padding-left: 18px; border-left: 2px solid var(--line); }
+ul.trace li { margin: 6px 0; overflow-wrap: anywhere; }
+.trace-line { display: flex; flex-wrap: wrap; gap: 4px 10px; align-items: baseline; }
+.trace-kind { font-weight: 600; }
+.trace-state { border-radius: 4px; padding: 0 6px; background: #eef1f5; }
+.trace-state.state-dead { background: #fdecea; color: var(--bad); }
+.trace-state.state-sent, .trace-state.state-completed { background: #e8f5ec; }
+.trace-failure { font-size: 12px; color: var(--muted); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.trace-line button { padding: 1px 8px; }
 [hidden] { display: none !important; }
 `;

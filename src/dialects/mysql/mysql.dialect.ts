@@ -161,7 +161,7 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
     const earlier = (status: string) =>
       `SELECT 1 FROM ${this.quoteTable(table)} e
         WHERE e.${q('ordering_key')} = ${m}.${q('ordering_key')} AND e.${q('status')} = '${status}'
-          AND e.${q('seq')} < ${m}.${q('seq')}`;
+          AND e.${q('seq')} < ${m}.${q('seq')} AND NOT ${this.expiredUnheld('e')}`;
     const waiting = `(e.${q('available_at')} > ${now} OR e.${q('claimed_until')} >= ${now})`;
     return `${m}.${q('status')} = 'pending'
       AND ${m}.${q('available_at')} <= ${now} AND (${until} IS NULL OR ${until} < ${now})

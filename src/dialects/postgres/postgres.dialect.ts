@@ -5,6 +5,7 @@ import { pgConnectionConfig, pgModule } from './postgres.connection';
 import { ExecuteOptions, SqlOutboxDialect, StatementResult } from '../sql-dialect.base';
 import { CLAIM_LOCK_TIMEOUT_MS } from '../sql-dialect.core';
 import { SerialQueue } from '../../util/serial-queue';
+import { walPolledCondition } from './wal/wal-rows.sql';
 
 /**
  * Connections of the relay's own pool per DataSource: a claim never queues behind the default 4 batches' completion
@@ -24,6 +25,9 @@ export { OUTBOX_ADVISORY_LOCK_CLASS };
 export class PostgresOutboxDialect extends SqlOutboxDialect {
   readonly name = 'postgres' as const;
   readonly nowMs = `(extract(epoch from clock_timestamp()) * 1000)::bigint`;
+  override get insertNowMs(): string {
+    return `(extract(epoch from statement_timestamp()) * 1000)::bigint`;
+  }
 
   /** `advisoryLockClass`: first key of the advisory locks of same-key writers, one per outbox. */
   constructor(readonly advisoryLockClass: number = OUTBOX_ADVISORY_LOCK_CLASS) {
@@ -93,6 +97,10 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
   /** `query` in a transaction of its own whose lock waits end after `ms` (`SET LOCAL lock_timeout`). */
   private async withLockTimeout(pool: any, query: object, ms: number): Promise<any> {
     const client = await pool.connect();
+    // A connection lost mid-statement rejects the statement and makes `pg` emit 'error' on the client too; checked
+    // out, the client has no listener of the pool's, and an unheard 'error' would end the process.
+    const lost = () => undefined;
+    client.on('error', lost);
     let broken: unknown;
     try {
       await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.floor(ms))}`);
@@ -103,6 +111,7 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
       await client.query('ROLLBACK').catch((lost: unknown) => (broken = lost));
       throw error;
     } finally {
+      client.removeListener('error', lost);
       client.release(broken); // a connection that cannot even roll back is discarded
     }
   }
@@ -167,9 +176,13 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
     return `${status} >= 'pending' AND ${status} <= 'pending'`;
   }
 
-  async claim(manager: EntityManager, { table, owner, limit, leaseMs }: ClaimRequest): Promise<ClaimedOutboxRow[]> {
+  async claim(
+    manager: EntityManager,
+    { table, owner, limit, leaseMs, walHandoffMs }: ClaimRequest,
+  ): Promise<ClaimedOutboxRow[]> {
     const q = (c: string) => this.quote(c);
     const t = this.quoteTable(table);
+    const handoff = walHandoffMs === undefined ? '' : `AND ${walPolledCondition(this, 'm', walHandoffMs)}`;
     // c: the rows this claim locks; ok: of those, keyed rows only when no earlier unsent row of their key and
     // destination is outside c (held by a concurrent claim that has not committed yet).
     const { records } = await this.execute(
@@ -177,7 +190,7 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
       `WITH c AS MATERIALIZED (
          SELECT m.${q('seq')}, m.${q('ordering_key')}, m.${q('destination')}
          FROM ${t} m
-         WHERE ${this.claimableWhere(table)}
+         WHERE ${this.claimableWhere(table)} ${handoff}
          ORDER BY m.${q('status')}, m.${q('seq')}
          LIMIT $2
          FOR UPDATE SKIP LOCKED
@@ -190,6 +203,7 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
            FROM ${t} e
            WHERE e.${q('ordering_key')} = c.${q('ordering_key')}
              AND e.${q('status')} IN ('pending', 'dead') AND e.${q('seq')} < c.${q('seq')}
+             AND NOT ${this.expiredUnheld('e')}
              AND ${this.sameDestination('e', 'c')}
              AND e.${q('seq')} NOT IN (SELECT c2.${q('seq')} FROM c c2)
          )

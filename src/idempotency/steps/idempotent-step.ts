@@ -41,8 +41,8 @@ export function idempotentStep<T>(name: string, work: (stepKey: string) => T | P
 
 /**
  * Runs `work` (which runs the handler of an idempotent call through the attempt it is given) so that
- * `idempotentStep()` finds the call: on the call's start mark when there is one (HTTP), else on a mark of its own
- * (messages). The mark is entered again inside `attempt.run()`, whose async context may be another one (a plugged-in
+ * `idempotentStep()` finds the call, and `emit()` its record (the cause of what it emits): on the call's start mark
+ * when there is one (HTTP), else on a mark of its own (messages). The mark is entered again inside `attempt.run()`, whose async context may be another one (a plugged-in
  * transaction source binds the handler to its own). Nothing touches the database unless a step is called (SQLite
  * reads one in-process counter).
  */
@@ -58,8 +58,11 @@ export function withSteps<T>(
   const steps = () => (settled ? undefined : (scope ??= new StepScope(journal(), call, attempt, changes)));
   const mark: HandlerStart = currentHandlerStart() ?? { started: false };
   mark.steps = steps;
+  const cause = { dataSource: call.options.dataSource, scope: call.scope, key: call.key };
+  mark.cause = cause;
   const marked: IdempotencyAttempt = { ...attempt, run: (inner) => attempt.run(() => trackHandlerStart(mark, inner)) };
   return work(marked).finally(() => {
     settled = true;
+    if (mark.cause === cause) mark.cause = undefined;
   });
 }

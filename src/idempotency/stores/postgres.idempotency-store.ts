@@ -38,13 +38,27 @@ const INSERT_COLUMNS = [
 ] as const;
 
 /**
+ * Takes the request's lock `r` (key and fingerprint), and only when it got it the key's lock `k` (CASE evaluates
+ * in order): `taken` is 2 with both, 1 with `r` only (the key is held by another request: 422), 0 with neither (a
+ * request with this fingerprint is contending: 409). The key's holder so always holds the lock of its own
+ * fingerprint; taking `k` first could meet a holder that had not taken `r` yet, and tell a retry it is another
+ * request.
+ */
+function takeLocksSql(keyLock: string, requestLock: string): string {
+  return (
+    `SELECT CASE WHEN pg_try_advisory_xact_lock(${requestLock}) ` +
+    `THEN CASE WHEN pg_try_advisory_xact_lock(${keyLock}) THEN 2 ELSE 1 END ELSE 0 END AS taken`
+  );
+}
+
+/**
  * PostgreSQL, with as few round trips as the guarantees allow (each costs more CPU than the statements in it):
  *
- * 1. `BEGIN; SET LOCAL lock_timeout; SELECT pg_try_advisory_xact_lock(k), pg_try_advisory_xact_lock(r);
+ * 1. `BEGIN; SET LOCAL lock_timeout; SELECT <advisory locks r, then k: takeLocksSql>;
  *    SELECT <record>; SET LOCAL lock_timeout TO DEFAULT` — one round trip. The transaction-scoped advisory lock `k` on a hash of (table, scope, key) never waits: a concurrent
  *    duplicate learns at once that the key is in flight (409) instead of blocking on the uncommitted unique key;
- *    `r`, on (table, scope, key, fingerprint), tells it whether the request in flight is its own (409) or a
- *    different one (422). The record is read by its own statement, after the locks, so under READ COMMITTED a
+ *    `r`, on (table, scope, key, fingerprint) and taken first, tells it whether the request in flight is its own
+ *    (409) or a different one (422). The record is read by its own statement, after the locks, so under READ COMMITTED a
  *    winner that just committed (and released its locks) is seen.
  * 2. The handler's statements, in this transaction.
  * 3. `SET LOCAL lock_timeout; INSERT <record>; COMMIT` — one round trip. The unique constraint on (scope, key) stays the final arbiter: if
@@ -93,7 +107,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     this.statements = new PostgresPreparedStatements({
       locks: {
         params: ['bigint', 'bigint'],
-        sql: 'SELECT pg_try_advisory_xact_lock($1) AS locked, pg_try_advisory_xact_lock($2) AS request',
+        sql: takeLocksSql('$1', '$2'),
       },
       read: {
         params: ['varchar', 'varchar'],
@@ -154,7 +168,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
         ? `BEGIN; ${lockTimeoutSql(limits)}; ${this.statements.execute('locks', [keyLock, requestLock])}; ` +
           `${this.statements.execute('read', [pgLiteral(client, scope), pgLiteral(client, key)])}; ${LOCK_TIMEOUT_RESET}`
         : `BEGIN; ${lockTimeoutSql(limits)};
-        SELECT pg_try_advisory_xact_lock(${keyLock}) AS locked, pg_try_advisory_xact_lock(${requestLock}) AS request;
+        ${takeLocksSql(keyLock, requestLock)};
         ${this.selectSql(where)}; ${LOCK_TIMEOUT_RESET}`;
       results = (await queryWithin(client, sql, timeout)) as Array<{ rows: any[] }>;
     } catch (error) {
@@ -163,12 +177,11 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
       if (prepared && this.statements.outOfStep(error)) return this.begin(scope, key, fingerprint, limits);
       throw error;
     }
-    const locked = results[2]?.rows[0]?.locked === true;
-    const request = results[2]?.rows[0]?.request === true;
+    const taken = Number(results[2]?.rows[0]?.taken);
     const { record, expired } = toStored(results[3]?.rows[0]);
-    if (record || !locked) {
+    if (record || taken !== 2) {
       await endPostgresTransaction(runner, client, 'ROLLBACK', timeout);
-      return record ? { kind: 'stored', record } : { kind: 'in-flight', sameRequest: !request };
+      return record ? { kind: 'stored', record } : { kind: 'in-flight', sameRequest: taken === 0 };
     }
     // Tell TypeORM that its runner is inside a transaction, so the handler's saves join it (nested
     // transactions become savepoints) instead of opening their own.
@@ -182,11 +195,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
   async takeIn(manager: EntityManager, scope: string, key: string, fingerprint: string): Promise<IdempotencyTake> {
     const q = this.q;
     const [keyLock, requestLock] = this.lockIds(scope, key, fingerprint);
-    const locks = await this.dialect.execute(
-      manager,
-      'SELECT pg_try_advisory_xact_lock($1::bigint) AS locked, pg_try_advisory_xact_lock($2::bigint) AS request',
-      [keyLock, requestLock],
-    );
+    const locks = await this.dialect.execute(manager, takeLocksSql('$1::bigint', '$2::bigint'), [keyLock, requestLock]);
     const { records } = await this.dialect.execute(
       manager,
       `
@@ -197,8 +206,8 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     );
     const { record, expired } = toStored(records[0]);
     if (record) return { kind: 'stored', record };
-    if (locks.records[0]?.locked !== true)
-      return { kind: 'in-flight', sameRequest: locks.records[0]?.request !== true };
+    const taken = Number(locks.records[0]?.taken);
+    if (taken !== 2) return { kind: 'in-flight', sameRequest: taken === 0 };
     return { kind: 'acquired', expired, release: async () => undefined };
   }
 

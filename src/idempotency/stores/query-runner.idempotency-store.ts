@@ -91,9 +91,13 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
     try {
       lock = await this.lock(runner, scope, key, fingerprint);
       if (!lock.locked) {
+        // Given back before the read: the key's holder decides, and other duplicates need not wait on this one.
+        const taken = lock;
+        lock = undefined;
+        await taken.release();
         const { record } = await this.select(runner, scope, key, limits);
         await finish();
-        return record ? { kind: 'stored', record } : { kind: 'in-flight', sameRequest: lock.sameRequest };
+        return record ? { kind: 'stored', record } : { kind: 'in-flight', sameRequest: taken.sameRequest };
       }
       await runner.startTransaction();
       const { record, expired } = await this.select(runner, scope, key, limits);

@@ -4,6 +4,9 @@ import { AddOutboxAttempts1765152000000 } from './1765152000000-outbox-attempts'
 import { CreateIdempotencySteps1765411200000 } from './1765411200000-idempotency-steps';
 import { AddOutboxDestinations1765497600000 } from './1765497600000-outbox-destinations';
 import { IdempotencyExpiryBrin1765584000000 } from './1765584000000-idempotency-expiry-brin';
+import { AddOutboxExpiry1765670400000 } from './1765670400000-outbox-expiry';
+import { AddOutboxCause1765756800000 } from './1765756800000-outbox-cause';
+import { AddOutboxEditAudit1765843200000 } from './1765843200000-outbox-edit-audit';
 import { migrationForTables } from './migration-names';
 import { outboxTableNames, type OutboxTableNames, type OutboxTablesOptions } from '../outbox-table-names';
 
@@ -20,6 +23,9 @@ export const OUTBOX_MIGRATIONS = [
   CreateIdempotencySteps1765411200000,
   AddOutboxDestinations1765497600000,
   IdempotencyExpiryBrin1765584000000,
+  AddOutboxExpiry1765670400000,
+  AddOutboxCause1765756800000,
+  AddOutboxEditAudit1765843200000,
 ] as const;
 
 /** One set of migrations per table names, so that asking twice gives the same classes. */
