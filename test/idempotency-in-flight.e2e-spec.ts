@@ -8,6 +8,7 @@ import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
 import { describeWith } from './helpers/services';
+import { beginAttempt } from '../src/idempotency/held-attempt';
 
 const HOUR = 3_600_000;
 const F = 'a'.repeat(64);
@@ -27,6 +28,7 @@ for (const kind of ['postgres', 'mariadb'] as DatabaseKind[])
       let db: TestDatabase;
       let app: INestApplication;
       let store: IdempotencyStore;
+      let config: IdempotencyStoreConfig;
 
       beforeAll(async () => {
         db = await createTestDatabase(kind);
@@ -39,7 +41,7 @@ for (const kind of ['postgres', 'mariadb'] as DatabaseKind[])
         });
         app = moduleRef.createNestApplication({ logger: false });
         await app.init();
-        const config: IdempotencyStoreConfig = {
+        config = {
           dataSource: app.get(DataSource),
           dialect: app.get(OutboxDatabase).dialect,
           table: 'idempotency_keys',
@@ -58,7 +60,7 @@ for (const kind of ['postgres', 'mariadb'] as DatabaseKind[])
         fingerprint: string,
         holdMs: number,
       ): Promise<IdempotencyBegin['kind'] | string> => {
-        const begun = await store.begin('', key, fingerprint);
+        const begun = await beginAttempt(store, config, '', key, fingerprint);
         if (begun.kind === 'in-flight') return begun.sameRequest ? 'in-flight same' : 'in-flight other';
         if (begun.kind === 'stored') return begun.record.fingerprint === fingerprint ? 'stored same' : 'stored other';
         const { attempt } = begun;
@@ -92,7 +94,7 @@ for (const kind of ['postgres', 'mariadb'] as DatabaseKind[])
 
       it('another request with the key while the first is in flight is told so (422), and the first one still wins', async () => {
         const key = `other-${Date.now()}`;
-        const begun = await store.begin('', key, F);
+        const begun = await beginAttempt(store, config, '', key, F);
         if (begun.kind !== 'acquired') throw new Error(`expected the key, got ${begun.kind}`);
         expect(await call(key, G, 0)).toBe('in-flight other');
         expect(await call(key, F, 0)).toBe('in-flight same');

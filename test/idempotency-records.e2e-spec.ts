@@ -6,6 +6,8 @@ import { CreateIdempotencyKeys1764460800000 } from '../src/schema/migrations/176
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
 import { useOutboxApp } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';
+import { beginAttempt } from '../src/idempotency/held-attempt';
+import { OutboxDatabase } from '../src/dialects/outbox-database';
 import { waitFor } from './helpers/ports';
 
 const kinds: DatabaseKind[] = ['sqlite', 'postgres', 'mariadb'];
@@ -30,6 +32,16 @@ for (const kind of kinds) {
 
       beforeEach(() => ds.getRepository(IdempotencyRecord).clear());
 
+      /** Takes a key the way the service does, without its in-process table of running keys (the database decides). */
+      const begin = (scope: string, key: string, fingerprint: string) =>
+        beginAttempt(
+          idempotency.store,
+          { dataSource: ds, dialect: fx.app.get(OutboxDatabase).dialect, table: 'idempotency_keys' },
+          scope,
+          key,
+          fingerprint,
+        );
+
       const record = (key: string, expiresInMs: number, fingerprint = 'f'.repeat(64)) =>
         ds.getRepository(IdempotencyRecord).insert({
           scope: 's',
@@ -45,7 +57,7 @@ for (const kind of kinds) {
       it('replays a live record, and treats an expired one as absent: the next request runs and replaces it', async () => {
         await record('live', HOUR);
         await record('old', -60_000);
-        const live = await idempotency.store.begin('s', 'live', 'f'.repeat(64));
+        const live = await begin('s', 'live', 'f'.repeat(64));
         expect(live).toEqual({
           kind: 'stored',
           record: {
@@ -56,7 +68,7 @@ for (const kind of kinds) {
           },
         });
 
-        const old = await idempotency.store.begin('s', 'old', 'a'.repeat(64));
+        const old = await begin('s', 'old', 'a'.repeat(64));
         expect(old.kind).toBe('acquired');
         if (old.kind !== 'acquired') return;
         expect(
@@ -75,11 +87,11 @@ for (const kind of kinds) {
       });
 
       it('a rolled-back attempt leaves no record and frees the key at once', async () => {
-        const first = await idempotency.store.begin('s', 'k', 'b'.repeat(64));
+        const first = await begin('s', 'k', 'b'.repeat(64));
         expect(first.kind).toBe('acquired');
         if (first.kind === 'acquired') await first.attempt.rollback();
         expect(await ds.getRepository(IdempotencyRecord).countBy({ key: 'k' })).toBe(0);
-        const again = await idempotency.store.begin('s', 'k', 'b'.repeat(64));
+        const again = await begin('s', 'k', 'b'.repeat(64));
         expect(again.kind).toBe('acquired');
         if (again.kind === 'acquired')
           expect(
@@ -96,7 +108,7 @@ for (const kind of kinds) {
 
       if (kind !== 'sqlite') {
         it('a connection that dies mid-request (a crashed process) leaves no record and frees the key as its session ends', async () => {
-          const begun = await idempotency.store.begin('s', 'crash', 'd'.repeat(64));
+          const begun = await begin('s', 'crash', 'd'.repeat(64));
           if (begun.kind !== 'acquired') throw new Error(`expected to acquire, got ${begun.kind}`);
           const manager = begun.attempt.context.manager;
           await manager.query(
@@ -120,7 +132,7 @@ for (const kind of kinds) {
               ? 'SELECT count(*) AS n FROM pg_stat_activity WHERE pid = $1'
               : 'SELECT count(*) AS n FROM information_schema.PROCESSLIST WHERE ID = ?';
           await waitFor(async () => Number((await ds.query(alive, [id]))[0].n) === 0, 'the killed session to end');
-          const again = await idempotency.store.begin('s', 'crash', 'd'.repeat(64));
+          const again = await begin('s', 'crash', 'd'.repeat(64));
           expect(again.kind).toBe('acquired');
           if (again.kind === 'acquired') await again.attempt.rollback();
           expect(await ds.getRepository(IdempotencyRecord).countBy({ scope: 's' })).toBe(0);
@@ -142,7 +154,7 @@ for (const kind of kinds) {
       });
 
       it('uses the module-wide ttl', async () => {
-        const begun = await idempotency.store.begin('s', 'ttl', 'c'.repeat(64));
+        const begun = await begin('s', 'ttl', 'c'.repeat(64));
         if (begun.kind !== 'acquired') throw new Error(`expected to acquire, got ${begun.kind}`);
         await begun.attempt.commit({
           fingerprint: 'c'.repeat(64),

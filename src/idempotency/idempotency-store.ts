@@ -53,26 +53,29 @@ export type IdempotencyBegin =
   | { kind: 'acquired'; attempt: IdempotencyAttempt };
 
 /**
- * Everything about idempotency records that depends on the database. One implementation per database, in
- * `src/dialects/<db>.idempotency.ts`.
+ * Everything about idempotency records that depends on the database: one store per database
+ * (`src/idempotency/stores/`). A store takes a key, writes its record and reads it through a manager it is handed;
+ * the transaction is the transaction runner's (`holdTransaction`, see `held-attempt.ts`), never the store's.
  *
- * `begin()` answers without waiting for another transaction: it tries a non-blocking lock on (scope, key) — and one
+ * `takeIn()` answers without waiting for another transaction: it tries a non-blocking lock on (scope, key) — and one
  * on (scope, key, fingerprint), which tells a loser whether the request in flight is the same as its own — and reads
  * the committed record. A live record wins (replay or 422); else a lock held elsewhere means "in flight" (409, or
  * 422 when the in-flight request is a different one); else the caller owns the key until commit or rollback.
  */
 export interface IdempotencyStore {
   /**
-   * The store's waits are bounded by `limits`: for a pooled connection (`connectionTimeout`, then
-   * `DatabaseBusyError`), for a lock (`lockTimeout`) and, where the driver allows, for its own round trips
-   * (`statementTimeout`); the module's defaults when left out.
+   * PostgreSQL's fast path (optional; the other stores have none): the whole attempt over one connection of its
+   * own, in two round trips (`BEGIN` with the locks and the read; the record's insert with `COMMIT`), used with the
+   * built-in transactions. Same outcome as `takeIn()` in a held transaction. Its waits are bounded by `limits`: for
+   * a pooled connection (`connectionTimeout`, then `DatabaseBusyError`), for a lock (`lockTimeout`) and for each of
+   * its round trips (`statementTimeout`, on the client).
    */
-  begin(scope: string, key: string, fingerprint: string, limits?: IdempotencyWaitLimits): Promise<IdempotencyBegin>;
+  begin?(scope: string, key: string, fingerprint: string, limits?: IdempotencyWaitLimits): Promise<IdempotencyBegin>;
   /**
    * Optional: the same outcome for a caller that may wait for a duplicate in flight (a message redelivery), in
    * fewer statements: the key is written first, in the transaction, and a duplicate waits for it to end — at most
    * `lockTimeout`, then it is answered `in-flight`, as it is for a record deleted meanwhile. Stores without it are
-   * asked `begin()`.
+   * asked `takeIn()` in a held transaction.
    */
   claim?(
     scope: string,
@@ -82,12 +85,18 @@ export interface IdempotencyStore {
     limits?: IdempotencyWaitLimits,
   ): Promise<IdempotencyBegin>;
   /**
-   * The same decision inside a transaction that someone else opened and will commit (a plugged-in transaction
-   * source such as nestjs-cls): takes the non-blocking locks and reads the record through `manager`. When
-   * `acquired`, the caller runs the handler, then `insertIn()`, then `release()` (in a finally) and lets the
-   * transaction commit.
+   * Takes the key in the transaction of `manager` (held by the transaction runner, or a plugged-in source's): the
+   * non-blocking locks, then the record's read. When `acquired`, the caller runs the handler, then `insertIn()`,
+   * and calls `release()` once the transaction has ended (or just before a plugged-in source ends it). Lock waits
+   * of the record's read are bounded by `limits.lockTimeout` where the database can bound one statement.
    */
-  takeIn(manager: EntityManager, scope: string, key: string, fingerprint: string): Promise<IdempotencyTake>;
+  takeIn(
+    manager: EntityManager,
+    scope: string,
+    key: string,
+    fingerprint: string,
+    limits?: IdempotencyWaitLimits,
+  ): Promise<IdempotencyTake>;
   /** Inserts the record through `manager` (replacing an expired one). */
   insertIn(
     manager: EntityManager,
@@ -95,6 +104,7 @@ export interface IdempotencyStore {
     key: string,
     record: NewIdempotencyRecord,
     replaceExpired: boolean,
+    limits?: IdempotencyWaitLimits,
   ): Promise<void>;
   /** Reads the committed record in a fresh transaction (after losing the race at commit). */
   read(scope: string, key: string): Promise<StoredIdempotencyRecord | undefined>;

@@ -14,7 +14,7 @@ import type { IdempotencyBegin, IdempotencyStore, IdempotencyStoreConfig } from 
 import type { IdempotencyWaitLimits } from './stores/connection-wait';
 import { RunningKeys } from './running-keys';
 import { driverTimeoutWarning } from './driver-timeouts';
-import { beginJoined } from './joined-attempt';
+import { beginAttempt } from './held-attempt';
 import { resolveIdempotencyStore } from './stores/resolve-idempotency-store';
 import { loadClassTransformer } from './class-transformer.loader';
 import { runInTransaction } from '../transaction/transaction-runner';
@@ -94,9 +94,10 @@ export class IdempotencyService implements OnModuleInit {
   }
 
   /**
-   * Takes (scope, key) for a request with `fingerprint`: in a transaction of the store's own when the built-in
-   * transactions are used, else inside the plugged-in transaction source's (e.g. `transactions: 'cls'`). A key this
-   * process is running is answered in flight at once; the store's waits are bounded by `limits`.
+   * Takes (scope, key) for a request with `fingerprint`, in a transaction the transaction runner holds open (the
+   * built-in one, or the plugged-in source's, e.g. `transactions: 'cls'`), or over PostgreSQL's fast path with the
+   * built-in transactions (`IdempotencyStore.begin`). A key this process is running is answered in flight at once;
+   * the waits are bounded by `limits`.
    */
   begin(
     scope: string,
@@ -104,13 +105,9 @@ export class IdempotencyService implements OnModuleInit {
     fingerprint: string,
     limits: IdempotencyWaitLimits = this.defaults,
   ): Promise<IdempotencyBegin> {
-    return this.running.take(scope, key, fingerprint, () => {
-      const { dataSource } = this.database;
-      const source = transactionSourceOf(dataSource);
-      const store = this.store;
-      if (!source) return store.begin(scope, key, fingerprint, limits);
-      return beginJoined(source, dataSource, store, this.config!, scope, key, fingerprint);
-    });
+    return this.running.take(scope, key, fingerprint, () =>
+      beginAttempt(this.store, this.config!, scope, key, fingerprint, limits),
+    );
   }
 
   /**

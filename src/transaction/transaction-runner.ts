@@ -74,6 +74,16 @@ export function takeTurn<T>(dataSource: DataSource, task: () => Promise<T>): Pro
 }
 
 /**
+ * Waits for `dataSource`'s turn (SQLite: its connections are really one) and holds it until the function it resolves
+ * with is called.
+ */
+export function waitForTurn(dataSource: DataSource): Promise<() => void> {
+  return new Promise((taken) => {
+    void queueOf(dataSource).run(() => new Promise<void>((release) => taken(release)));
+  });
+}
+
+/**
  * Runs `work` with a manager of `dataSource` outside any transaction of the caller, taking the DataSource's turn
  * on SQLite (so the statement cannot land inside another caller's open transaction on the shared connection).
  */

@@ -28,15 +28,6 @@ export class MysqlIdempotencyStore extends QueryRunnerIdempotencyStore {
     return withLockWait(this.dialect, manager, sql, limits.lockTimeout);
   }
 
-  /**
-   * Inside a transaction opened elsewhere the locks are taken in it and released by `release()` before that
-   * transaction commits: a request that slips in between blocks on the uncommitted unique key, then gets the
-   * duplicate-key error, rolls back and replays.
-   */
-  protected lockIn(runner: QueryRunner, scope: string, key: string, fingerprint: string): Promise<IdempotencyLock> {
-    return this.lock(runner, scope, key, fingerprint);
-  }
-
   protected async lock(runner: QueryRunner, scope: string, key: string, fingerprint: string): Promise<IdempotencyLock> {
     const database = String((this.config.dataSource.options as { database?: string }).database ?? '');
     const nameOf = (print: string) =>

@@ -1,24 +1,19 @@
 import type { EntityManager, QueryRunner } from 'typeorm';
 import type { SqlOutboxDialect } from '../../dialects/sql-dialect.base';
-import { runInTransactionContext } from '../../transaction/transaction-context';
-import { runAfterCommit, runOnConnection } from '../../transaction/transaction-runner';
+import { runOnConnection } from '../../transaction/transaction-runner';
 import {
-  attemptContext,
-  IdempotencyAttempt,
-  IdempotencyBegin,
   IdempotencyStore,
   IdempotencyStoreConfig,
   IdempotencyTake,
-  isKeyViolation,
   NewIdempotencyRecord,
   RECORD_COLUMNS,
   StoredIdempotencyRecord,
   toStored,
 } from '../idempotency-store';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../idempotency.options';
-import { connectWithin, IdempotencyWaitLimits } from './connection-wait';
+import type { IdempotencyWaitLimits } from './connection-wait';
 
-/** A lock taken before the transaction starts, and how to give it back. */
+/** A lock taken in the transaction, and how to give it back once the transaction has ended. */
 export interface IdempotencyLock {
   /** The key is ours. */
   locked: boolean;
@@ -29,10 +24,11 @@ export interface IdempotencyLock {
 
 /**
  * An idempotency store written with TypeORM query runners and bound parameters: the MySQL/MariaDB and SQLite stores
- * extend it with their lock (`GET_LOCK(name, 0)`; the DataSource's turn) and their batched delete. The order is:
- * lock, begin, read the committed record (the snapshot starts after the lock), run the handler, insert the record,
- * commit, unlock. The wait for the pooled connection is bounded by `connectionTimeout`, and the lock waits of the
- * record's read and write by `lockTimeout` where the database can bound one statement (`bounded()`).
+ * extend it with their lock (`GET_LOCK(name, 0)`; nothing on SQLite, where the held transaction has the
+ * DataSource's turn) and their batched delete. In the transaction the runner holds (`held-attempt.ts`) the order
+ * is: lock, read the committed record (the snapshot starts at that read, after the lock), run the handler, insert
+ * the record, commit, unlock. The lock waits of the record's read and write are bounded by `lockTimeout` where the
+ * database can bound one statement (`bounded()`).
  */
 export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
   protected readonly dialect: SqlOutboxDialect;
@@ -41,16 +37,8 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
     this.dialect = config.dialect as unknown as SqlOutboxDialect;
   }
 
-  /** Takes the non-blocking lock on (scope, key) for the connection of `runner`. */
+  /** Takes the non-blocking locks on (scope, key) and (scope, key, fingerprint) in the transaction of `runner`. */
   protected abstract lock(
-    runner: QueryRunner,
-    scope: string,
-    key: string,
-    fingerprint: string,
-  ): Promise<IdempotencyLock>;
-
-  /** Takes the locks inside a transaction opened elsewhere (they are released by `release()`, before its commit). */
-  protected abstract lockIn(
     runner: QueryRunner,
     scope: string,
     key: string,
@@ -72,53 +60,17 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
     return this.dialect.quoteTable(this.config.table);
   }
 
-  async begin(
+  async takeIn(
+    manager: EntityManager,
     scope: string,
     key: string,
     fingerprint: string,
     limits: IdempotencyWaitLimits = DEFAULT_IDEMPOTENCY_OPTIONS,
-  ): Promise<IdempotencyBegin> {
-    const runner = this.config.dataSource.createQueryRunner();
-    await connectWithin(runner, limits.connectionTimeout);
-    let lock: IdempotencyLock | undefined;
-    const finish = async () => {
-      try {
-        await lock?.release();
-      } finally {
-        await runner.release();
-      }
-    };
-    try {
-      lock = await this.lock(runner, scope, key, fingerprint);
-      if (!lock.locked) {
-        // Given back before the read: the key's holder decides, and other duplicates need not wait on this one.
-        const taken = lock;
-        lock = undefined;
-        await taken.release();
-        const { record } = await this.select(runner, scope, key, limits);
-        await finish();
-        return record ? { kind: 'stored', record } : { kind: 'in-flight', sameRequest: taken.sameRequest };
-      }
-      await runner.startTransaction();
-      const { record, expired } = await this.select(runner, scope, key, limits);
-      if (record) {
-        await runner.rollbackTransaction();
-        await finish();
-        return { kind: 'stored', record };
-      }
-      return { kind: 'acquired', attempt: this.attempt(runner, scope, key, expired, finish, limits) };
-    } catch (error) {
-      if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
-      await finish();
-      throw error;
-    }
-  }
-
-  async takeIn(manager: EntityManager, scope: string, key: string, fingerprint: string): Promise<IdempotencyTake> {
+  ): Promise<IdempotencyTake> {
     const runner = manager.queryRunner ?? manager.connection.createQueryRunner();
-    const lock = await this.lockIn(runner, scope, key, fingerprint);
+    const lock = await this.lock(runner, scope, key, fingerprint);
     try {
-      const { record, expired } = await this.select(runner, scope, key);
+      const { record, expired } = await this.select(runner, scope, key, limits);
       if (record) {
         await lock.release();
         return { kind: 'stored', record };
@@ -134,23 +86,13 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
     }
   }
 
-  insertIn(
+  async insertIn(
     manager: EntityManager,
     scope: string,
     key: string,
     record: NewIdempotencyRecord,
     replaceExpired: boolean,
-  ): Promise<void> {
-    return this.insertRecord(manager, scope, key, record, replaceExpired, DEFAULT_IDEMPOTENCY_OPTIONS);
-  }
-
-  protected async insertRecord(
-    manager: EntityManager,
-    scope: string,
-    key: string,
-    record: NewIdempotencyRecord,
-    replaceExpired: boolean,
-    limits: IdempotencyWaitLimits,
+    limits: IdempotencyWaitLimits = DEFAULT_IDEMPOTENCY_OPTIONS,
   ): Promise<void> {
     const q = (c: string) => this.dialect.quote(c);
     if (replaceExpired) {
@@ -217,52 +159,5 @@ export abstract class QueryRunnerIdempotencyStore implements IdempotencyStore {
       key,
     ]);
     return toStored(records[0]);
-  }
-
-  protected attempt(
-    runner: QueryRunner,
-    scope: string,
-    key: string,
-    expired: boolean,
-    finish: () => Promise<void>,
-    limits: IdempotencyWaitLimits,
-  ): IdempotencyAttempt {
-    const context = attemptContext(this.config.dataSource, runner.manager);
-    const abort = async () => {
-      try {
-        if (runner.isTransactionActive) await runner.rollbackTransaction();
-      } finally {
-        await finish();
-      }
-    };
-    return {
-      context,
-      run: (work) => runInTransactionContext(context, work),
-      commit: async (record: NewIdempotencyRecord) => {
-        try {
-          await this.insertRecord(runner.manager, scope, key, record, expired, limits);
-          await runner.commitTransaction();
-        } catch (error) {
-          await abort().catch(() => undefined);
-          if (isKeyViolation(this.config, error)) return false;
-          throw error;
-        }
-        // Committed: a lock that cannot be given back died with its connection.
-        await finish().catch(() => undefined);
-        runAfterCommit(context);
-        return true;
-      },
-      commitWithoutRecord: async () => {
-        try {
-          await runner.commitTransaction();
-        } catch (error) {
-          await abort().catch(() => undefined);
-          throw error;
-        }
-        await finish().catch(() => undefined);
-        runAfterCommit(context);
-      },
-      rollback: abort,
-    };
   }
 }
