@@ -2,9 +2,10 @@ import type { DataSource, EntityManager } from 'typeorm';
 
 /**
  * SQLite has one connection per DataSource, so a write that must be committed while a longer transaction is open
- * (a step's result, see `idempotentStep()`) can only be committed by that transaction: `COMMIT`, then `BEGIN` again.
- * That is safe only while the transaction holds no write of its own, which `total_changes()` (rows changed on the
- * connection so far) tells: the count when the transaction began against the count now.
+ * (a step's result, see `idempotentStep()`) can only be committed by that transaction (`commitEarly()` of the
+ * transaction runner: `COMMIT`, then `BEGIN` again). That is safe only while the transaction holds no write of its
+ * own, which `total_changes()` (rows changed on the connection so far) tells: the count when the transaction began
+ * against the count now. This file only reads the connection's state; it never ends a transaction.
  */
 
 type Pluck = { get(): unknown };
@@ -27,11 +28,4 @@ export function sqliteTransactionDepth(manager: EntityManager): number {
   const runner = manager.queryRunner as unknown as { isTransactionActive?: boolean; transactionDepth?: number };
   if (!runner?.isTransactionActive) return 0;
   return runner.transactionDepth ?? 1;
-}
-
-/** Runs `write` in the open transaction of `manager`, commits it and opens a new transaction on the connection. */
-export async function commitAndReopen(manager: EntityManager, write: () => Promise<void>): Promise<void> {
-  await write();
-  await manager.query('COMMIT');
-  await manager.query('BEGIN TRANSACTION');
 }

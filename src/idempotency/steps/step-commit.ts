@@ -1,4 +1,5 @@
-import { commitAndReopen, sqliteTotalChanges, sqliteTransactionDepth } from '../../dialects/sqlite/sqlite-inner-commit';
+import { sqliteTotalChanges, sqliteTransactionDepth } from '../../dialects/sqlite/sqlite-inner-commit';
+import { commitEarly } from '../../transaction/commit-early';
 import type { OutboxTransactionContext } from '../../transaction/transaction.types';
 import type { NewRecordedStep, StepJournal } from './step-journal';
 import { IdempotentStepOrderError } from './step.errors';
@@ -37,20 +38,10 @@ export class StepCommitter {
   }
 
   async commit(row: NewRecordedStep, replaceExpired: boolean): Promise<void> {
-    if (this.journal.dialect.name === 'sqlite') return this.commitOnSqlite(row, replaceExpired);
-    const runner = this.journal.dataSource.createQueryRunner();
-    try {
-      await this.journal.insert(runner.manager, row, replaceExpired);
-    } finally {
-      await runner.release();
-    }
-  }
-
-  private async commitOnSqlite(row: NewRecordedStep, replaceExpired: boolean): Promise<void> {
-    const { manager, dataSource } = this.context;
-    this.checkSqlite(row.step);
-    await commitAndReopen(manager, () => this.journal.insert(manager, row, replaceExpired));
-    this.changesAtStart = sqliteTotalChanges(dataSource);
+    const sqlite = this.journal.dialect.name === 'sqlite';
+    if (sqlite) this.checkSqlite(row.step);
+    await commitEarly(this.context, (manager) => this.journal.insert(manager, row, replaceExpired));
+    if (sqlite) this.changesAtStart = sqliteTotalChanges(this.context.dataSource);
   }
 
   private checkSqlite(step: string): void {
