@@ -17,6 +17,8 @@ const esmPackages = [
   '@tokenizer',
   'load-esm',
   'uid',
+  // @fastify/middie (under @nestjs/platform-fastify 12) now ships path-to-regexp as an ES module only.
+  'path-to-regexp',
 ];
 const swc = [
   '@swc/jest',
@@ -71,7 +73,9 @@ module.exports = {
       // (e.g. @nestjs/microservices/serializers/…) needs it loaded before, as an app's entry file does.
       setupFiles: ['reflect-metadata'],
       transform: { ...e2e.transform, '^.+\\.m?js$': swc },
-      transformIgnorePatterns: [`/node_modules/(?!(${esmPackages.join('|')})/)`],
+      // A file is left as it is when the package it belongs to (the one after its last node_modules/) is not one of
+      // the ES-module-only packages above; nested installs count (node_modules/@fastify/middie/node_modules/path-to-regexp).
+      transformIgnorePatterns: [`/node_modules/(?!(?:${esmPackages.join('|')})/)(?!.*/node_modules/)`],
     },
   ],
 };
