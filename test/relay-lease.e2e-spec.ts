@@ -40,7 +40,10 @@ for (const kind of kinds) {
         apps.push(
           await fx.start({
             client: rmqClientOptions(queue),
-            outbox: { publisher: { enabled: false, publishTimeout: 1000, leaseDuration: 4000 } },
+            // maxConfirmWait = publishTimeout: a batch's lease is never extended (extensions start a third of the
+            // lease after the claim and stop after maxConfirmWait), so the lease left is what these tests set up,
+            // however late a busy machine runs the extension timer.
+            outbox: { publisher: { enabled: false, publishTimeout: 1000, maxConfirmWait: 1000, leaseDuration: 4000 } },
             logger: false,
           }),
         );
