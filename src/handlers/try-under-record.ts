@@ -1,5 +1,6 @@
 import type { DataSource } from 'typeorm';
 import type { IdempotencyService } from '../idempotency/idempotency.service';
+import { runStatements } from '../transaction/held-transaction';
 import { runRolledBack } from '../transaction/transaction-runner';
 
 /** The record a dry run takes: its scope, key and fingerprint, as a real run would write it. */
@@ -23,15 +24,17 @@ export function tryUnderRecord(
   work: () => Promise<unknown>,
 ): Promise<'ran' | 'skipped'> {
   return runRolledBack(dataSource, async (manager) => {
-    const take = await idempotency.store.takeIn(manager, record.scope, record.key, record.fingerprint);
-    if (take.kind === 'stored') return 'skipped';
-    if (take.kind === 'in-flight') throw inFlight();
+    const { store, defaults } = idempotency;
+    const taking = await store.take(record.scope, record.key, record.fingerprint, defaults);
     try {
+      const take = taking.outcome(await runStatements(manager, taking.statements));
+      if (take.kind === 'stored') return 'skipped';
+      if (take.kind === 'in-flight') throw inFlight();
       await work();
+      return 'ran';
     } finally {
-      // After a failed statement PostgreSQL refuses more in this transaction; the rollback ends the locks anyway.
-      await take.release().catch(() => undefined);
+      // After a failed statement PostgreSQL refuses more in this transaction; the rollback ends its locks anyway.
+      await runStatements(manager, taking.release).catch(() => undefined);
     }
-    return 'ran';
   });
 }

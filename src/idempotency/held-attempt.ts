@@ -1,5 +1,4 @@
 import { holdTransaction } from '../transaction/held-transaction';
-import { transactionSourceOf } from '../transaction/transaction-source.registry';
 import {
   IdempotencyBegin,
   IdempotencyStore,
@@ -11,10 +10,15 @@ import { connectWithin, IdempotencyWaitLimits } from './stores/connection-wait';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from './idempotency.options';
 
 /**
- * Takes (scope, key) for a request with `fingerprint`: over the store's fast path when it has one and the built-in
- * transactions are used (PostgreSQL: `IdempotencyStore.begin`), else in a held transaction (`beginHeld`).
+ * Takes (scope, key) for a request with `fingerprint` in a transaction the transaction runner holds open
+ * (`holdTransaction`: the built-in runner's, or the plugged-in source's, e.g. `transactions: 'cls'`): the store's
+ * statements for the key open it (with `BEGIN`, on PostgreSQL); a stored record or a key in flight rolls it back at
+ * once; else the handler runs in it (`attempt.run`), and `commit()` writes the record as the runner commits (with
+ * `COMMIT`, on PostgreSQL). The store never begins or ends the transaction; a lock of its own that outlives the
+ * transaction is given back once the transaction has ended, however it ended (`afterEnd`). Every wait is bounded by `limits`: the pooled
+ * connection by `connectionTimeout`, the library's lock waits by `lockTimeout`, its round trips by `statementTimeout`.
  */
-export function beginAttempt(
+export async function beginAttempt(
   store: IdempotencyStore,
   config: IdempotencyStoreConfig,
   scope: string,
@@ -22,53 +26,34 @@ export function beginAttempt(
   fingerprint: string,
   limits: IdempotencyWaitLimits = DEFAULT_IDEMPOTENCY_OPTIONS,
 ): Promise<IdempotencyBegin> {
-  if (store.begin && !transactionSourceOf(config.dataSource)) return store.begin(scope, key, fingerprint, limits);
-  return beginHeld(store, config, scope, key, fingerprint, limits);
-}
-
-/**
- * Takes (scope, key) in a transaction that the transaction runner holds open (`holdTransaction`: the built-in
- * runner's, or the plugged-in source's, e.g. `transactions: 'cls'`): the store takes the key through the
- * transaction's manager; a stored record or a key in flight rolls it back at once; else the handler runs in it
- * (`attempt.run`), and `commit()` inserts the record through the same manager before the runner commits. The
- * store never begins or ends the transaction; a lock of its own that outlives the transaction is given back once
- * the transaction has ended (`onEnd`).
- */
-export async function beginHeld(
-  store: IdempotencyStore,
-  config: IdempotencyStoreConfig,
-  scope: string,
-  key: string,
-  fingerprint: string,
-  limits: IdempotencyWaitLimits,
-): Promise<IdempotencyBegin> {
+  const taking = await store.take(scope, key, fingerprint, limits);
   const held = await holdTransaction(config.dataSource, {
     connect: (runner) => connectWithin(runner, limits.connectionTimeout),
+    first: taking.statements,
+    afterEnd: taking.release,
+    roundTripTimeout: limits.statementTimeout,
   });
   let take;
   try {
-    take = await store.takeIn(held.context.manager, scope, key, fingerprint, limits);
+    take = taking.outcome(held.opened);
   } catch (error) {
     await held.rollback();
     throw error;
   }
-  if (take.kind !== 'acquired') {
+  if (take.kind === 'stored') {
     await held.rollback();
-    return take;
+    return { kind: 'stored', record: take.record };
   }
-  held.onEnd(take.release);
+  if (take.kind === 'in-flight') {
+    await held.rollback();
+    return { kind: 'in-flight', sameRequest: take.sameRequest };
+  }
   const { expired } = take;
   const end = async (record: NewIdempotencyRecord | null): Promise<boolean> => {
     try {
-      if (record) await store.insertIn(held.context.manager, scope, key, record, expired, limits);
+      await held.commit(record ? await store.record(scope, key, record, expired, limits) : []);
     } catch (error) {
-      await held.rollback();
-      if (isKeyViolation(config, error)) return false;
-      throw error;
-    }
-    try {
-      await held.commit();
-    } catch (error) {
+      await held.rollback(); // when the statements could not even be written (a commit that failed has rolled back)
       if (record && isKeyViolation(config, error)) return false;
       throw error;
     }

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import type { DataSource, EntityManager } from 'typeorm';
+import type { DataSource } from 'typeorm';
 import type { OutboxDialect } from '../dialects/outbox-dialect';
 import type { SqlOutboxDialect } from '../dialects/sql-dialect.base';
-import type { OutboxTransactionContext } from '../transaction/transaction.types';
+import type { OutboxStatement, OutboxTransactionContext } from '../transaction/transaction.types';
 import { indexNamesOf, tableNameOf } from '../schema/outbox-table-names';
 import type { IdempotencyWaitLimits } from './stores/connection-wait';
 
@@ -54,69 +54,49 @@ export type IdempotencyBegin =
 
 /**
  * Everything about idempotency records that depends on the database: one store per database
- * (`src/idempotency/stores/`). A store takes a key, writes its record and reads it through a manager it is handed;
- * the transaction is the transaction runner's (`holdTransaction`, see `held-attempt.ts`), never the store's.
+ * (`src/idempotency/stores/`). A store writes statements; the transaction is the transaction runner's
+ * (`holdTransaction`, see `held-attempt.ts`), never the store's: the key's statements open it (`take`), the
+ * record's close it (`record`), and on PostgreSQL the runner sends them with `BEGIN` and with `COMMIT`.
  *
- * `takeIn()` answers without waiting for another transaction: it tries a non-blocking lock on (scope, key) — and one
- * on (scope, key, fingerprint), which tells a loser whether the request in flight is the same as its own — and reads
- * the committed record. A live record wins (replay or 422); else a lock held elsewhere means "in flight" (409, or
- * 422 when the in-flight request is a different one); else the caller owns the key until commit or rollback.
+ * Taking a key never waits for another transaction: a non-blocking lock on (scope, key) — and one on (scope, key,
+ * fingerprint), which tells a loser whether the request in flight is the same as its own — then the committed
+ * record's read. A live record wins (replay or 422); else a lock held elsewhere means "in flight" (409, or 422 when
+ * the in-flight request is a different one); else the caller owns the key until commit or rollback. The unique
+ * constraint on (scope, key) stays the final arbiter at commit.
  */
 export interface IdempotencyStore {
-  /**
-   * PostgreSQL's fast path (optional; the other stores have none): the whole attempt over one connection of its
-   * own, in two round trips (`BEGIN` with the locks and the read; the record's insert with `COMMIT`), used with the
-   * built-in transactions. Same outcome as `takeIn()` in a held transaction. Its waits are bounded by `limits`: for
-   * a pooled connection (`connectionTimeout`, then `DatabaseBusyError`), for a lock (`lockTimeout`) and for each of
-   * its round trips (`statementTimeout`, on the client).
-   */
-  begin?(scope: string, key: string, fingerprint: string, limits?: IdempotencyWaitLimits): Promise<IdempotencyBegin>;
-  /**
-   * Optional: the same outcome for a caller that may wait for a duplicate in flight (a message redelivery), in
-   * fewer statements: the key is written first, in the transaction, and a duplicate waits for it to end — at most
-   * `lockTimeout`, then it is answered `in-flight`, as it is for a record deleted meanwhile. Stores without it are
-   * asked `takeIn()` in a held transaction.
-   */
-  claim?(
-    scope: string,
-    key: string,
-    fingerprint: string,
-    ttl: number,
-    limits?: IdempotencyWaitLimits,
-  ): Promise<IdempotencyBegin>;
-  /**
-   * Takes the key in the transaction of `manager` (held by the transaction runner, or a plugged-in source's): the
-   * non-blocking locks, then the record's read. When `acquired`, the caller runs the handler, then `insertIn()`,
-   * and calls `release()` once the transaction has ended (or just before a plugged-in source ends it). Lock waits
-   * of the record's read are bounded by `limits.lockTimeout` where the database can bound one statement.
-   */
-  takeIn(
-    manager: EntityManager,
-    scope: string,
-    key: string,
-    fingerprint: string,
-    limits?: IdempotencyWaitLimits,
-  ): Promise<IdempotencyTake>;
-  /** Inserts the record through `manager` (replacing an expired one). */
-  insertIn(
-    manager: EntityManager,
+  /** The statements that take (scope, key) for a request with `fingerprint`, and how to read their rows. */
+  take(scope: string, key: string, fingerprint: string, limits: IdempotencyWaitLimits): Promise<KeyTaking>;
+  /** The statements that write the record (replacing an expired one), run as the transaction commits. */
+  record(
     scope: string,
     key: string,
     record: NewIdempotencyRecord,
     replaceExpired: boolean,
-    limits?: IdempotencyWaitLimits,
-  ): Promise<void>;
+    limits: IdempotencyWaitLimits,
+  ): Promise<OutboxStatement[]>;
   /** Reads the committed record in a fresh transaction (after losing the race at commit). */
   read(scope: string, key: string): Promise<StoredIdempotencyRecord | undefined>;
   /** Deletes up to `limit` expired records in one short statement; resolves with the number deleted. */
   deleteExpired(limit: number): Promise<number>;
 }
 
-/** Outcome of `takeIn()`. */
+/** The statements that take a key (run first in the held transaction), and what their rows say. */
+export interface KeyTaking {
+  readonly statements: OutboxStatement[];
+  /**
+   * Statements for the transaction's connection once the transaction has ended, however it ended: they give back a
+   * lock that outlives transactions (MySQL's `GET_LOCK`; releasing one not held is harmless). Empty elsewhere.
+   */
+  readonly release: OutboxStatement[];
+  outcome(rows: unknown[][]): IdempotencyTake;
+}
+
+/** Outcome of a key's statements. */
 export type IdempotencyTake =
   | { kind: 'stored'; record: StoredIdempotencyRecord }
   | { kind: 'in-flight'; sameRequest: boolean }
-  | { kind: 'acquired'; expired: boolean; release(): Promise<void> };
+  | { kind: 'acquired'; expired: boolean };
 
 /** What every store is built from. */
 export interface IdempotencyStoreConfig {
@@ -159,9 +139,4 @@ export function isKeyViolation(config: IdempotencyStoreConfig, error: unknown): 
     table: config.table,
     columns: ['scope', 'idempotency_key'],
   });
-}
-
-/** `manager` of an attempt's context (kept here so stores build contexts the same way). */
-export function attemptContext(dataSource: DataSource, manager: EntityManager): OutboxTransactionContext {
-  return { dataSource, manager, afterCommit: [] };
 }

@@ -47,15 +47,15 @@ export interface IdempotencyDefaults {
   connectionTimeout?: number;
   /**
    * Milliseconds the library's own statements wait for a lock another transaction holds: taking a key, writing its
-   * record (and, for messages on PostgreSQL, claiming the key). PostgreSQL: `SET LOCAL lock_timeout` around them
+   * record. PostgreSQL: `SET LOCAL lock_timeout` around them
    * only (the handler's statements keep the session's setting). Past it: 503 `database-busy` (HTTP), or the message
    * is treated as in flight. The key is otherwise taken with locks that never wait.
    * @default 2000
    */
   lockTimeout?: number;
   /**
-   * PostgreSQL: milliseconds the library waits for the answer to one of its own round trips (taking the key, writing
-   * the record with `COMMIT`, `ROLLBACK`), measured by the client (`pg`'s `query_timeout`), so a database that stalls
+   * PostgreSQL: milliseconds the library waits for the answer to one of its own round trips (taking the key with
+   * `BEGIN`, writing the record with `COMMIT`), measured by the client (`pg`'s `query_timeout`), so a database that stalls
    * without closing connections cannot hold a request: past it the connection is discarded and the request answered
    * 503 `database-unavailable` (after a commit its outcome is unknown; a retry with the same key finds out). Greater
    * than `lockTimeout`. The handler's own statements are bounded by the DataSource's timeouts (see

@@ -18,7 +18,6 @@ import { beginAttempt } from './held-attempt';
 import { resolveIdempotencyStore } from './stores/resolve-idempotency-store';
 import { loadClassTransformer } from './class-transformer.loader';
 import { runInTransaction } from '../transaction/transaction-runner';
-import { transactionSourceOf } from '../transaction/transaction-source.registry';
 import { DEFAULT_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyDefaults } from './idempotency.options';
 
 /** Name of the cleanup task that deletes expired records. */
@@ -94,10 +93,10 @@ export class IdempotencyService implements OnModuleInit {
   }
 
   /**
-   * Takes (scope, key) for a request with `fingerprint`, in a transaction the transaction runner holds open (the
-   * built-in one, or the plugged-in source's, e.g. `transactions: 'cls'`), or over PostgreSQL's fast path with the
-   * built-in transactions (`IdempotencyStore.begin`). A key this process is running is answered in flight at once;
-   * the waits are bounded by `limits`.
+   * Takes (scope, key) for a call with `fingerprint` (a request, a message, `once()`), in a transaction the
+   * transaction runner holds open (the built-in one, or the plugged-in source's, e.g. `transactions: 'cls'`):
+   * `held-attempt.ts`. A key this process is running is answered in flight at once; the waits are bounded by
+   * `limits`.
    */
   begin(
     scope: string,
@@ -108,24 +107,6 @@ export class IdempotencyService implements OnModuleInit {
     return this.running.take(scope, key, fingerprint, () =>
       beginAttempt(this.store, this.config!, scope, key, fingerprint, limits),
     );
-  }
-
-  /**
-   * Takes (scope, key) for a message: like `begin()`, but a redelivery racing the first delivery may wait for it
-   * (at most `lockTimeout`, then in flight; no prompt answer is needed), which lets the store write the key first in
-   * one statement (`store.claim`).
-   */
-  claim(
-    scope: string,
-    key: string,
-    fingerprint: string,
-    ttl: number,
-    limits: IdempotencyWaitLimits = this.defaults,
-  ): Promise<IdempotencyBegin> {
-    const store = this.store;
-    if (!store.claim || transactionSourceOf(this.database.dataSource))
-      return this.begin(scope, key, fingerprint, limits);
-    return store.claim(scope, key, fingerprint, ttl, limits);
   }
 
   /**

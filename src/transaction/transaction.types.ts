@@ -16,6 +16,16 @@ export interface OutboxTransactionContext {
   readonly afterCommit: Array<() => void>;
 }
 
+/**
+ * One of the library's own statements with its values: `$1`, `$2`… on PostgreSQL, `?` on the other databases.
+ * Strings, numbers and null only (statements the runner sends with `BEGIN` or `COMMIT` carry their values as
+ * literals written by the driver's own escaping).
+ */
+export interface OutboxStatement {
+  readonly sql: string;
+  readonly params?: readonly unknown[];
+}
+
 /** Options of one transaction. */
 export interface OutboxTransactionOptions {
   /** Isolation level of a new transaction (ignored when joining an outer one). @default the database's default */

@@ -1,21 +1,22 @@
-import { IdempotencyLock, QueryRunnerIdempotencyStore } from './query-runner.idempotency-store';
+import { SqlIdempotencyStore } from './sql.idempotency-store';
 
 /**
  * SQLite: every transaction of a DataSource shares one connection and takes its turn (the transaction runner's
  * queue); the held transaction has the turn from the read of the record to the commit, so there is no lock to
  * take. Nothing is ever in flight for another request to see.
  */
-export class SqliteIdempotencyStore extends QueryRunnerIdempotencyStore {
-  protected async lock(): Promise<IdempotencyLock> {
-    return { locked: true, sameRequest: true, release: async () => undefined };
+export class SqliteIdempotencyStore extends SqlIdempotencyStore {
+  protected lock(): undefined {
+    return undefined;
   }
+
   protected deleteExpiredSql(limit: number): string {
     const q = (c: string) => this.dialect.quote(c);
     return `
-      DELETE FROM ${this.quotedTable}
+      DELETE FROM ${this.table}
       WHERE ${q('id')} IN (
         SELECT ${q('id')}
-        FROM ${this.quotedTable}
+        FROM ${this.table}
         WHERE ${q('expires_at')} <= ${this.dialect.nowMs}
         ORDER BY ${q('expires_at')}
         LIMIT ${limit}
