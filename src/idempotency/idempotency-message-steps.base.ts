@@ -60,7 +60,7 @@ export abstract class IdempotencyMessageSteps extends IdempotencySteps {
     if (options.mode === 'accept-first' && !this.isMessagePattern(context)) return this.acceptMessage(context, call);
     let begun: Awaited<ReturnType<IdempotencyService['begin']>>;
     try {
-      begun = await this.idempotency.begin(call.scope, call.key, call.fingerprint, options);
+      begun = await this.idempotency.begin(call.scope, call.key, call.fingerprint, options, { ttl: options.ttl });
     } catch (error) {
       // The key could not be taken (no connection in time, the database away): nothing ran, so the message goes
       // back to the broker, or it would stay unacknowledged on the channel and never be delivered again.

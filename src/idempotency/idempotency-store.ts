@@ -56,7 +56,7 @@ export type IdempotencyBegin =
  * Everything about idempotency records that depends on the database: one store per database
  * (`src/idempotency/stores/`). A store writes statements; the transaction is the transaction runner's
  * (`holdTransaction`, see `held-attempt.ts`), never the store's: the key's statements open it (`take`), the
- * record's close it (`record`), and on PostgreSQL the runner sends them with `BEGIN` and with `COMMIT`.
+ * record's close it (`record`), and on PostgreSQL the runner sends them with BEGIN and with COMMIT.
  *
  * Taking a key never waits for another transaction: a non-blocking lock on (scope, key) — and one on (scope, key,
  * fingerprint), which tells a loser whether the request in flight is the same as its own — then the committed
@@ -65,14 +65,24 @@ export type IdempotencyBegin =
  * constraint on (scope, key) stays the final arbiter at commit.
  */
 export interface IdempotencyStore {
-  /** The statements that take (scope, key) for a request with `fingerprint`, and how to read their rows. */
-  take(scope: string, key: string, fingerprint: string, limits: IdempotencyWaitLimits): Promise<KeyTaking>;
-  /** The statements that write the record (replacing an expired one), run as the transaction commits. */
+  /**
+   * The statements that take (scope, key) for a call with `fingerprint`, and how to read their rows. `message`: the
+   * call is a message (a delivery, `once()`), which needs no prompt answer — a redelivery may wait for the first
+   * delivery, at most `lockTimeout` — so a store may write the key first (PostgreSQL), with the record's expiry.
+   */
+  take(
+    scope: string,
+    key: string,
+    fingerprint: string,
+    limits: IdempotencyWaitLimits,
+    message?: { ttl: number },
+  ): Promise<KeyTaking>;
+  /** The statements that write the record of a key `taken`, run as the transaction commits. */
   record(
     scope: string,
     key: string,
     record: NewIdempotencyRecord,
-    replaceExpired: boolean,
+    taken: KeyTaken,
     limits: IdempotencyWaitLimits,
   ): Promise<OutboxStatement[]>;
   /** Reads the committed record in a fresh transaction (after losing the race at commit). */
@@ -90,13 +100,21 @@ export interface KeyTaking {
    */
   readonly release: OutboxStatement[];
   outcome(rows: unknown[][]): IdempotencyTake;
+  /** True for an error of the key's statements that means a duplicate is still in flight (a lock wait that ended). */
+  inFlight?(error: unknown): boolean;
+}
+
+/** A key the caller owns: whether an expired record is in the way, or the key's row is already written. */
+export interface KeyTaken {
+  kind: 'acquired';
+  expired: boolean;
+  /** The key's row was written by `take()` (the record's values are then updated, not inserted). */
+  written?: boolean;
 }
 
 /** Outcome of a key's statements. */
 export type IdempotencyTake =
-  | { kind: 'stored'; record: StoredIdempotencyRecord }
-  | { kind: 'in-flight'; sameRequest: boolean }
-  | { kind: 'acquired'; expired: boolean };
+  { kind: 'stored'; record: StoredIdempotencyRecord } | { kind: 'in-flight'; sameRequest: boolean } | KeyTaken;
 
 /** What every store is built from. */
 export interface IdempotencyStoreConfig {

@@ -55,7 +55,7 @@ export interface IdempotencyDefaults {
   lockTimeout?: number;
   /**
    * PostgreSQL: milliseconds the library waits for the answer to one of its own round trips (taking the key with
-   * `BEGIN`, writing the record with `COMMIT`), measured by the client (`pg`'s `query_timeout`), so a database that stalls
+   * BEGIN, writing the record with COMMIT), measured by the client (`pg`'s `query_timeout`), so a database that stalls
    * without closing connections cannot hold a request: past it the connection is discarded and the request answered
    * 503 `database-unavailable` (after a commit its outcome is unknown; a retry with the same key finds out). Greater
    * than `lockTimeout`. The handler's own statements are bounded by the DataSource's timeouts (see

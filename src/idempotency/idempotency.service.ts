@@ -95,18 +95,20 @@ export class IdempotencyService implements OnModuleInit {
   /**
    * Takes (scope, key) for a call with `fingerprint` (a request, a message, `once()`), in a transaction the
    * transaction runner holds open (the built-in one, or the plugged-in source's, e.g. `transactions: 'cls'`):
-   * `held-attempt.ts`. A key this process is running is answered in flight at once; the waits are bounded by
-   * `limits`.
+   * `held-attempt.ts`. A request's key this process is running is answered in flight at once; the waits are bounded
+   * by `limits`. `message` (a delivery, `once()`): a redelivery may wait for the first delivery, at most
+   * `lockTimeout`.
    */
   begin(
     scope: string,
     key: string,
     fingerprint: string,
     limits: IdempotencyWaitLimits = this.defaults,
+    message?: { ttl: number },
   ): Promise<IdempotencyBegin> {
-    return this.running.take(scope, key, fingerprint, () =>
-      beginAttempt(this.store, this.config!, scope, key, fingerprint, limits),
-    );
+    const take = () => beginAttempt(this.store, this.config!, scope, key, fingerprint, limits, message);
+    // A message needs no answer without a connection: the database decides (and may let a redelivery wait).
+    return message ? take() : this.running.take(scope, key, fingerprint, take);
   }
 
   /**

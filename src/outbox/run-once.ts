@@ -40,7 +40,7 @@ export async function runOnce(
       'once() needs the IdempotencyService of OutboxModule: get OutboxService from the app, not with new.',
     );
   }
-  const begun = await idempotency.begin(scope, key, ONCE_FINGERPRINT);
+  const begun = await idempotency.begin(scope, key, ONCE_FINGERPRINT, idempotency.defaults, { ttl });
   if (begun.kind === 'stored') return false;
   if (begun.kind === 'in-flight') {
     throw new OutboxHandlerInFlightError(

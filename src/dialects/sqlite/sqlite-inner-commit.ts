@@ -3,7 +3,7 @@ import type { DataSource, EntityManager } from 'typeorm';
 /**
  * SQLite has one connection per DataSource, so a write that must be committed while a longer transaction is open
  * (a step's result, see `idempotentStep()`) can only be committed by that transaction (`commitEarly()` of the
- * transaction runner: `COMMIT`, then `BEGIN` again). That is safe only while the transaction holds no write of its
+ * transaction runner: COMMIT, then BEGIN again). That is safe only while the transaction holds no write of its
  * own, which `total_changes()` (rows changed on the connection so far) tells: the count when the transaction began
  * against the count now. This file only reads the connection's state; it never ends a transaction.
  */

@@ -1,7 +1,19 @@
 import type { OutboxStatement } from '../../transaction/transaction.types';
+import { someInErrorChain } from '../../util/error-chain';
 import { sha256Hex } from '../../util/sha256';
+import {
+  IdempotencyTake,
+  KeyTaken,
+  KeyTaking,
+  NewIdempotencyRecord,
+  RECORD_COLUMNS,
+  toStored,
+} from '../idempotency-store';
 import type { IdempotencyWaitLimits } from './connection-wait';
 import { KeyLock, SqlIdempotencyStore } from './sql.idempotency-store';
+
+/** SQLSTATE of a lock wait that reached `lock_timeout`. */
+const LOCK_NOT_AVAILABLE = '55P03';
 
 /** Gives the handler's statements the session's `lock_timeout` back (the value it started with). */
 const LOCK_TIMEOUT_RESET: OutboxStatement = { sql: 'SET LOCAL lock_timeout TO DEFAULT' };
@@ -11,7 +23,7 @@ const LOCK_TIMEOUT_RESET: OutboxStatement = { sql: 'SET LOCAL lock_timeout TO DE
  * (`pg_try_advisory_xact_lock`) on a hash of (table, scope, key) and of (table, scope, key, fingerprint): a
  * concurrent duplicate learns at once that the key is in flight instead of blocking on the uncommitted unique key.
  * They end with the transaction, and work behind transaction-pooling proxies. With the built-in transactions the
- * runner sends the key's statements with `BEGIN` and the record's with `COMMIT` (`postgres-carrying-runner.ts`), so
+ * runner sends the key's statements with BEGIN and the record's with COMMIT (`postgres-carrying-runner.ts`), so
  * a guarded request costs the round trips of an unguarded one.
  *
  * The library's statements wait for a lock (a DDL on the table, an uncommitted duplicate) at most `lockTimeout`:
@@ -21,6 +33,67 @@ export class PostgresIdempotencyStore extends SqlIdempotencyStore {
   protected async bounded(statements: OutboxStatement[], limits: IdempotencyWaitLimits) {
     const set = { sql: `SET LOCAL lock_timeout = ${Math.max(1, Math.floor(limits.lockTimeout))}` };
     return { statements: [set, ...statements, LOCK_TIMEOUT_RESET], offset: 1 };
+  }
+
+  /**
+   * A message's key (`message` set) is written first, since a redelivery may wait: `INSERT <key> … ON CONFLICT
+   * (scope, key) DO UPDATE … WHERE <the record expired> RETURNING id`, then the record's read, in `BEGIN`'s round
+   * trip — no advisory lock. A returned row means the delivery owns the key: its uncommitted row holds off any
+   * redelivery until the transaction ends. A redelivery racing it waits on that row, at most `lockTimeout` (then it
+   * is in flight: requeued, refused or skipped), then sees the committed record (skipped) or, after a rollback,
+   * takes the key itself. Requests keep the locks, which answer a duplicate at once.
+   */
+  async take(
+    scope: string,
+    key: string,
+    fingerprint: string,
+    limits: IdempotencyWaitLimits,
+    message?: { ttl: number },
+  ): Promise<KeyTaking> {
+    if (!message) return super.take(scope, key, fingerprint, limits);
+    const { q, table } = this;
+    const now = this.dialect.nowMs;
+    const write: OutboxStatement = {
+      sql: `INSERT INTO ${table} (${['scope', 'idempotency_key', 'fingerprint', 'created_at', 'expires_at'].map(q).join(', ')})
+        VALUES ($1, $2, $3, ${now}, ${now} + $4::bigint)
+        ON CONFLICT (${q('scope')}, ${q('idempotency_key')}) DO UPDATE
+        SET ${['fingerprint', 'created_at', 'expires_at'].map((c) => `${q(c)} = EXCLUDED.${q(c)}`).join(', ')},
+          ${['response_status', 'response_body', 'response_headers'].map((c) => `${q(c)} = NULL`).join(', ')}
+        WHERE ${table}.${q('expires_at')} <= ${now}
+        RETURNING ${q('id')}`,
+      params: [scope, key, fingerprint, Math.floor(message.ttl)],
+    };
+    const { statements, offset } = await this.bounded([write, this.readStatement(scope, key)], limits);
+    return {
+      statements,
+      release: [],
+      outcome: (rows): IdempotencyTake => {
+        if ((rows[offset] ?? []).length > 0) return { kind: 'acquired', expired: false, written: true };
+        const { record } = toStored(rows[offset + 1]?.[0]);
+        // No row written and none to read: the record expired between the two statements; like a lock wait.
+        return record ? { kind: 'stored', record } : { kind: 'in-flight', sameRequest: true };
+      },
+      inFlight: (error) => someInErrorChain(error, (e) => e.code === LOCK_NOT_AVAILABLE),
+    };
+  }
+
+  /** A key written first gets the record's values (a `@MessagePattern`'s reply), if any; else nothing is left to do. */
+  async record(
+    scope: string,
+    key: string,
+    record: NewIdempotencyRecord,
+    taken: KeyTaken,
+    limits: IdempotencyWaitLimits,
+  ): Promise<OutboxStatement[]> {
+    if (!taken.written) return super.record(scope, key, record, taken, limits);
+    if (record.status === null && record.body === null && record.headers === null) return [];
+    const [status, body, headers] = RECORD_COLUMNS.slice(1).map((c) => this.q(c));
+    const update: OutboxStatement = {
+      sql: `UPDATE ${this.table} SET ${status} = $1::int, ${body} = $2, ${headers} = $3
+        WHERE ${this.q('scope')} = $4 AND ${this.q('idempotency_key')} = $5`,
+      params: [record.status, record.body, record.headers, scope, key],
+    };
+    return [update];
   }
 
   protected typed(placeholder: string, type: 'int' | 'bigint'): string {

@@ -5,6 +5,7 @@ import {
   IdempotencyStore,
   IdempotencyStoreConfig,
   IdempotencyTake,
+  KeyTaken,
   KeyTaking,
   NewIdempotencyRecord,
   RECORD_COLUMNS,
@@ -76,16 +77,16 @@ export abstract class SqlIdempotencyStore implements IdempotencyStore {
     return placeholder;
   }
 
-  private get q(): (column: string) => string {
+  protected get q(): (column: string) => string {
     return (column) => this.dialect.quote(column);
   }
 
-  private where(): string {
+  protected where(): string {
     const { q } = this;
     return `${q('scope')} = ${this.dialect.param(1)} AND ${q('idempotency_key')} = ${this.dialect.param(2)}`;
   }
 
-  private readStatement(scope: string, key: string): OutboxStatement {
+  protected readStatement(scope: string, key: string): OutboxStatement {
     const { q } = this;
     return {
       sql: `SELECT ${RECORD_COLUMNS.map(q).join(', ')},
@@ -95,7 +96,13 @@ export abstract class SqlIdempotencyStore implements IdempotencyStore {
     };
   }
 
-  async take(scope: string, key: string, fingerprint: string, limits: IdempotencyWaitLimits): Promise<KeyTaking> {
+  async take(
+    scope: string,
+    key: string,
+    fingerprint: string,
+    limits: IdempotencyWaitLimits,
+    _message?: { ttl: number },
+  ): Promise<KeyTaking> {
     const lock = this.lock(scope, key, fingerprint);
     const own = lock ? [lock.statement, this.readStatement(scope, key)] : [this.readStatement(scope, key)];
     const { statements, offset } = await this.bounded(own, limits);
@@ -116,7 +123,7 @@ export abstract class SqlIdempotencyStore implements IdempotencyStore {
     scope: string,
     key: string,
     record: NewIdempotencyRecord,
-    replaceExpired: boolean,
+    taken: KeyTaken,
     limits: IdempotencyWaitLimits,
   ): Promise<OutboxStatement[]> {
     const { q } = this;
@@ -128,7 +135,7 @@ export abstract class SqlIdempotencyStore implements IdempotencyStore {
       params: [scope, key, record.fingerprint, record.status, record.body, record.headers, Math.floor(record.ttl)],
     };
     const replace = { sql: `DELETE FROM ${this.table} WHERE ${this.where()}`, params: [scope, key] };
-    return (await this.bounded(replaceExpired ? [replace, insert] : [insert], limits)).statements;
+    return (await this.bounded(taken.expired ? [replace, insert] : [insert], limits)).statements;
   }
 
   async read(scope: string, key: string): Promise<StoredIdempotencyRecord | undefined> {
