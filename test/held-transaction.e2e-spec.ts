@@ -77,7 +77,12 @@ for (const kind of kinds) {
     });
 
     if (kind === 'postgres') {
-      it('sends the first statements with BEGIN and the last with COMMIT: one round trip for a handler’s insert, one for the last statement and COMMIT', async () => {
+      it('sends the first statements with BEGIN and the last with COMMIT, as prepared statements once a connection has them', async () => {
+        // Each pooled connection prepares a statement the first time it carries it: warm up 8 of the pool of 10 (the pool hands out its most recently used connection next).
+        const warm = await Promise.all(
+          Array.from({ length: 8 }, () => holdTransaction(ds, { first: [insert('warm', 1), insert('warm', 2)] })),
+        );
+        await Promise.all(warm.map((held) => held.commit([insert('warm', 4)])));
         const held = await holdTransaction(ds, { first: [insert('trips-first', 1), insert('trips-first', 2)] });
         const client = (held.context.manager.queryRunner as unknown as { databaseConnection: { query: unknown } })
           .databaseConnection as { query: (...args: unknown[]) => unknown };
@@ -95,7 +100,7 @@ for (const kind of kinds) {
           client.query = query;
         }
         expect(sent).toHaveLength(2); // the handler's insert, then the last statement with COMMIT
-        expect(sent[1]).toMatch(/^INSERT INTO test_orders .*'trips-last', 4\);\s*COMMIT$/);
+        expect(sent[1]).toMatch(/^EXECUTE nestjs_outbox_[0-9a-f]{16}\('trips-last', 4\);\s*COMMIT$/);
         expect(await count('trips-first')).toBe(2);
         expect(await count('trips-last')).toBe(1);
       });
@@ -115,6 +120,18 @@ for (const kind of kinds) {
         expect(held.opened[0]).toEqual([{ level: 'serializable' }]);
         await held.commit([insert('isolated', 1)]);
         expect(await count('isolated')).toBe(1);
+      });
+
+      // Last: it turns prepared statements off for this DataSource.
+      it('a connection whose prepared statements vanished (DEALLOCATE ALL, a pooling proxy) fails that call, and the next ones go on with plain statements', async () => {
+        const held = await holdTransaction(ds, { first: [insert('gone-first', 1)] });
+        await held.context.manager.query('DEALLOCATE ALL');
+        await expect(held.commit([insert('gone-last', 1)])).rejects.toThrow(/does not exist/);
+        expect(await count('gone-first')).toBe(0);
+        const again = await holdTransaction(ds, { first: [insert('plain-first', 1)] });
+        await again.commit([insert('plain-last', 1)]);
+        expect(await count('plain-first')).toBe(1);
+        expect(await count('plain-last')).toBe(1);
       });
     }
   });
