@@ -37,7 +37,7 @@ export class PostgresIdempotencyStore extends SqlIdempotencyStore {
 
   /**
    * A message's key (`message` set) is written first, since a redelivery may wait: `INSERT <key> … ON CONFLICT
-   * (scope, key) DO UPDATE … WHERE <the record expired> RETURNING id`, then the record's read, in `BEGIN`'s round
+   * (scope, key) DO UPDATE … WHERE <the record expired> RETURNING id`, then the record's read, in BEGIN's round
    * trip — no advisory lock. A returned row means the delivery owns the key: its uncommitted row holds off any
    * redelivery until the transaction ends. A redelivery racing it waits on that row, at most `lockTimeout` (then it
    * is in flight: requeued, refused or skipped), then sees the committed record (skipped) or, after a rollback,
