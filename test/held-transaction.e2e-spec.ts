@@ -21,6 +21,8 @@ for (const kind of kinds) {
       sql: `INSERT INTO test_orders (reference, amount) VALUES (${p(1)}, ${p(2)})`,
       params: [reference, amount],
     });
+    /** A statement that fails as it runs, on every database: a NOT NULL column left null. */
+    const notNull = { sql: `INSERT INTO test_orders (reference, amount) VALUES (${p(1)}, 1)`, params: [null] };
     const count = async (reference: string) => ds.getRepository(TestOrder).countBy({ reference });
 
     beforeAll(async () => {
@@ -49,7 +51,7 @@ for (const kind of kinds) {
     it('a last statement that fails rolls everything back and rejects with its error', async () => {
       const held = await holdTransaction(ds, { first: [insert('doomed-first', 1)] });
       await held.run(() => held.context.manager.insert(TestOrder, { reference: 'doomed-work', amount: 2 }));
-      await expect(held.commit([{ sql: 'SELECT no_such_column FROM test_orders' }])).rejects.toThrow(/no_such_column/);
+      await expect(held.commit([notNull])).rejects.toThrow(/null/i);
       expect(await count('doomed-first')).toBe(0);
       expect(await count('doomed-work')).toBe(0);
       // The connection went back to the pool in a usable state.
@@ -60,10 +62,10 @@ for (const kind of kinds) {
       const marker = `after-end-${kind}`;
       await expect(
         holdTransaction(ds, {
-          first: [insert('never', 1), { sql: 'SELECT no_such_column FROM test_orders' }],
+          first: [insert('never', 1), notNull],
           afterEnd: [insert(marker, 1)],
         }),
-      ).rejects.toThrow(/no_such_column/);
+      ).rejects.toThrow(/null/i);
       expect(await count('never')).toBe(0);
       expect(await count(marker)).toBe(1); // after the rollback, on the same connection, in autocommit
     });

@@ -84,7 +84,8 @@ export async function runStatements(
  * must come before any statement, so the statements then follow in round trips of their own).
  */
 function runnerFor(dataSource: DataSource, options: HoldOptions): QueryRunner {
-  const isolated = options.isolationLevel ?? dataSource.options.isolationLevel;
+  // `isolationLevel` among the DataSource's options is TypeORM 1's (0.3 has none there).
+  const isolated = options.isolationLevel ?? (dataSource.options as { isolationLevel?: string }).isolationLevel;
   if (dataSource.options.type === 'postgres' && !isolated) return createCarryingRunner(dataSource);
   return dataSource.createQueryRunner();
 }
