@@ -66,7 +66,7 @@ export {
 } from './errors';
 export type { OutboxErrorCode } from './errors';
 export { IdempotencyProblemException } from './idempotency/idempotency.problems';
-export { isDatabaseUnavailable } from './idempotency/database-unavailable';
+export { isDatabaseUnavailable } from './dialects/database-unavailable';
 
 // ── Extension points: an interface and what implements it (the `transactions` option) ───────────────────────
 export type { OutboxTransactionSource, OutboxTransactionContext } from './transaction/transaction.types';

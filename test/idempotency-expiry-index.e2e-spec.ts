@@ -108,9 +108,8 @@ for (const kind of kinds) {
           .sort(),
       );
       // A live key is still answered from its record, and an expired one can be taken again.
-      const store = idempotency.store;
-      expect((await store.read('s', 'k-0'))?.status).toBe(201);
-      expect(await store.read('s', 'k-1')).toBeUndefined();
+      expect((await idempotency.read('s', 'k-0'))?.status).toBe(201);
+      expect(await idempotency.read('s', 'k-1')).toBeUndefined();
     });
 
     it('is exported for apps that list migrations one by one', () => {

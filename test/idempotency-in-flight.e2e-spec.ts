@@ -1,9 +1,10 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { OutboxDatabase } from '../src/dialects/outbox-database';
-import type { IdempotencyBegin, IdempotencyStoreConfig } from '../src/idempotency/idempotency-store';
-import type { IdempotencyStore } from '../src/idempotency/idempotency-store';
-import { resolveIdempotencyStore } from '../src/idempotency/stores/resolve-idempotency-store';
+import type { IdempotencyStoreConfig } from '../src/dialects/key-store';
+import type { IdempotencyBegin } from '../src/idempotency/held-attempt';
+import type { IdempotencyStore } from '../src/dialects/key-store';
+import { resolveIdempotencyStore } from '../src/dialects/resolve-key-store';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';

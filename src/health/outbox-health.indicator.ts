@@ -5,8 +5,8 @@ import { OutboxConfigurationError } from '../errors';
 import { isDefaultDataSource } from '../outbox.constants';
 import { findOutboxes } from '../outbox/outbox-directory';
 import { OutboxService } from '../outbox/outbox.service';
-import { isDatabaseBusy } from '../idempotency/database-busy';
-import { isDatabaseUnavailable } from '../idempotency/database-unavailable';
+import { isDatabaseBusy } from '../dialects/database-busy';
+import { isDatabaseUnavailable } from '../dialects/database-unavailable';
 import { describeError } from '../util/describe-error';
 
 /** Limits past which the outbox reports itself `down`. A limit left out is reported but not checked. */

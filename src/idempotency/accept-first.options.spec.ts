@@ -8,7 +8,7 @@ import { IdempotentOptionsCheck } from './idempotent-options.check';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from './idempotency.options';
 import { resolveIdempotencyDefaults } from './idempotency.options-validation';
 import type { IdempotencyService } from './idempotency.service';
-import { RpcServers } from './consumer-ack-mode';
+import { RpcServers } from '../transports/consumer-ack-mode';
 
 @Controller()
 class Consumers {

@@ -1,4 +1,4 @@
-import type { IdempotencyAttempt } from './idempotency-store';
+import type { IdempotencyAttempt } from './held-attempt';
 import { rollbackQuietly } from './attempt-rollback';
 import { FirstTimes } from './idempotency-warnings';
 

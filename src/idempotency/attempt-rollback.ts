@@ -1,6 +1,6 @@
 import type { Logger } from '@nestjs/common';
 import { describeError } from '../util/describe-error';
-import type { IdempotencyAttempt } from './idempotency-store';
+import type { IdempotencyAttempt } from './held-attempt';
 
 /**
  * Rolls an attempt back after its handler failed. A rollback that fails too (the connection is gone) is logged as a

@@ -1,7 +1,7 @@
 import { HttpException, HttpStatus } from '@nestjs/common';
 import type { Observable } from 'rxjs';
 import { describeError } from '../util/describe-error';
-import type { StoredIdempotencyRecord } from './idempotency-store';
+import type { StoredIdempotencyRecord } from '../dialects/key-store';
 import type { IdempotentCall, StoredResponse } from './idempotent-call.types';
 import type { IdempotencyService } from './idempotency.service';
 import { IdempotencyProblemException } from './idempotency.problems';
@@ -68,7 +68,7 @@ export async function keepFailure(
     const begun = await idempotency.begin(call.scope, call.key, call.fingerprint);
     if (begun.kind === 'stored') winner = begun.record;
     else if (begun.kind === 'acquired' && !(await begun.attempt.commit(record))) {
-      winner = await idempotency.store.read(call.scope, call.key);
+      winner = await idempotency.read(call.scope, call.key);
     }
   } catch (writeError) {
     logger.warn(`The failure of a request could not be kept for its key (${describeError(writeError)}).`);

@@ -1,13 +1,41 @@
 import { holdTransaction } from '../transaction/held-transaction';
+import type { OutboxTransactionContext } from '../transaction/transaction.types';
 import {
-  IdempotencyBegin,
   IdempotencyStore,
   IdempotencyStoreConfig,
+  IdempotencyWaitLimits,
   isKeyViolation,
   NewIdempotencyRecord,
-} from './idempotency-store';
-import { connectWithin, IdempotencyWaitLimits } from './stores/connection-wait';
+  StoredIdempotencyRecord,
+} from '../dialects/key-store';
+import { connectWithin } from '../transaction/connection-wait';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from './idempotency.options';
+
+/**
+ * The transaction of the request that won the key: the handler runs with `context` ambient (so
+ * `OutboxService.manager`, `transaction()` and `emit()` join it); then exactly one of `commit()` / `rollback()`.
+ */
+export interface IdempotencyAttempt {
+  readonly context: OutboxTransactionContext;
+  /** Runs `work` in the async context where the transaction is ambient (the handler runs through this). */
+  run<T>(work: () => T): T;
+  /**
+   * Writes the record and commits, then runs the after-commit callbacks. Resolves false (everything rolled back)
+   * when the unique constraint shows that another request committed the same key first.
+   */
+  commit(record: NewIdempotencyRecord): Promise<boolean>;
+  /** Commits the handler's effect without a record (a response that cannot be replayed). */
+  commitWithoutRecord(): Promise<void>;
+  /** Rolls everything back, the key included. */
+  rollback(): Promise<void>;
+}
+
+/** Outcome of trying to take a key. */
+export type IdempotencyBegin =
+  | { kind: 'stored'; record: StoredIdempotencyRecord }
+  /** Another request holds the key right now; `sameRequest` is false when its fingerprint differs from this one's. */
+  | { kind: 'in-flight'; sameRequest: boolean }
+  | { kind: 'acquired'; attempt: IdempotencyAttempt };
 
 /**
  * Takes (scope, key) for a call with `fingerprint` (`message` set for a delivery or `once()`, which may wait for a

@@ -2,7 +2,7 @@ import type { HttpException } from '@nestjs/common';
 import { Observable, of } from 'rxjs';
 import { isFinalError } from './final-failure';
 import { HandlerStart, trackHandlerStart } from './handler-start';
-import type { IdempotencyAttempt } from './idempotency-store';
+import type { IdempotencyAttempt } from './held-attempt';
 import type { IdempotentCall, StoredResponse } from './idempotent-call.types';
 import { reportIdempotencyOutcome } from '../events/idempotency-channel';
 

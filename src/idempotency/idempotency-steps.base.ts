@@ -3,7 +3,8 @@ import { Reflector } from '@nestjs/core';
 import { rollbackQuietly } from './attempt-rollback';
 import { boundedText, scopeFromOption } from './call-scope';
 import { HandlerOptionsResolver } from './handler-options.resolver';
-import type { IdempotencyAttempt, StoredIdempotencyRecord } from './idempotency-store';
+import type { StoredIdempotencyRecord } from '../dialects/key-store';
+import type { IdempotencyAttempt } from './held-attempt';
 import * as warnings from './idempotency-warnings';
 import type { HandlerBody, IdempotentCall, ResolvedIdempotentOptions } from './idempotent-call.types';
 import { IdempotencyService } from './idempotency.service';
@@ -62,7 +63,7 @@ export abstract class IdempotencySteps {
     answer: (record: StoredIdempotencyRecord) => T,
     gone: () => T,
   ): Promise<T> {
-    const record = await this.idempotency.store.read(call.scope, call.key);
+    const record = await this.idempotency.read(call.scope, call.key);
     return record ? answer(record) : gone();
   }
 

@@ -2,13 +2,14 @@ import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nes
 import { Reflector } from '@nestjs/core';
 import { lastValueFrom, Observable, of } from 'rxjs';
 import { describeError } from '../util/describe-error';
-import { isDatabaseBusy } from './database-busy';
-import { isDatabaseUnavailable } from './database-unavailable';
+import { isDatabaseBusy } from '../dialects/database-busy';
+import { isDatabaseUnavailable } from '../dialects/database-unavailable';
 import { keepFailure } from './final-failure';
 import { runFirstRequest } from './http-first-run';
 import * as httpRequest from './http-request-key';
 import { rememberIdempotencyKey } from './idempotency-key.decorator';
-import type { IdempotencyAttempt, StoredIdempotencyRecord } from './idempotency-store';
+import type { StoredIdempotencyRecord } from '../dialects/key-store';
+import type { IdempotencyAttempt } from './held-attempt';
 import * as warnings from './idempotency-warnings';
 import type { IdempotentCall, ResolvedIdempotentOptions, StoredResponse } from './idempotent-call.types';
 import { IdempotencyService } from './idempotency.service';

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, OnModuleInit, Optional } from '@nestjs/common';
 import { ModulesContainer } from '@nestjs/core';
-import { RpcServers } from './consumer-ack-mode';
+import { RpcServers } from '../transports/consumer-ack-mode';
 import { OutboxCleanupRegistry } from '../scheduling/outbox-cleanup.registry';
 import { OutboxRelayRegistry } from '../scheduling/outbox-relay.registry';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
@@ -10,14 +10,15 @@ import { OutboxDatabase } from '../dialects/outbox-database';
 import { checkEntitiesRegistered } from '../schema/outbox-entities.check';
 import type { SqlOutboxDialect } from '../dialects/sql-dialect.base';
 import { StepJournal } from './steps/step-journal';
-import type { IdempotencyBegin, IdempotencyStore, IdempotencyStoreConfig } from './idempotency-store';
-import type { IdempotencyWaitLimits } from './stores/connection-wait';
+import type { IdempotencyStore, IdempotencyStoreConfig, StoredIdempotencyRecord } from '../dialects/key-store';
+import type { IdempotencyBegin } from './held-attempt';
+import type { IdempotencyWaitLimits } from '../dialects/key-store';
 import { RunningKeys } from './running-keys';
-import { driverTimeoutWarning } from './driver-timeouts';
+import { driverTimeoutWarning } from '../dialects/driver-timeouts';
 import { beginAttempt } from './held-attempt';
-import { resolveIdempotencyStore } from './stores/resolve-idempotency-store';
+import { resolveIdempotencyStore } from '../dialects/resolve-key-store';
 import { loadClassTransformer } from './class-transformer.loader';
-import { runInTransaction } from '../transaction/transaction-runner';
+import { runInTransaction, runOnConnection } from '../transaction/transaction-runner';
 import { DEFAULT_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyDefaults } from './idempotency.options';
 
 /** Name of the cleanup task that deletes expired records. */
@@ -77,7 +78,7 @@ export class IdempotencyService implements OnModuleInit {
     if (!dataSource.hasMetadata(entities.idempotencyRecord)) return;
     const warning = driverTimeoutWarning(dataSource, this.database.name);
     if (warning) new Logger('OutboxModule').warn(warning);
-    this.cleanup?.register({ name: IDEMPOTENCY_CLEANUP_TASK, deleteBatch: (limit) => this.store.deleteExpired(limit) });
+    this.cleanup?.register({ name: IDEMPOTENCY_CLEANUP_TASK, deleteBatch: (limit) => this.deleteExpired(limit) });
     if (!dataSource.hasMetadata(entities.idempotencyStep)) return;
     this.cleanup?.register({ name: IDEMPOTENCY_STEPS_CLEANUP_TASK, deleteBatch: (n) => this.steps.deleteExpired(n) });
   }
@@ -121,7 +122,12 @@ export class IdempotencyService implements OnModuleInit {
 
   /** Deletes up to `limit` expired records (what the scheduled cleanup calls); resolves with the number deleted. */
   deleteExpired(limit = 1000): Promise<number> {
-    return this.store.deleteExpired(limit);
+    return runOnConnection(this.database.dataSource, (manager) => this.store.deleteExpired(manager, limit));
+  }
+
+  /** The committed record of (scope, key), read outside any transaction of the caller; undefined when none. */
+  read(scope: string, key: string): Promise<StoredIdempotencyRecord | undefined> {
+    return runOnConnection(this.database.dataSource, (manager) => this.store.read(manager, scope, key));
   }
 
   protected createJournal(): StepJournal {

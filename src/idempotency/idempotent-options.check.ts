@@ -5,7 +5,7 @@ import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { PATTERN_HANDLER_METADATA } from '@nestjs/microservices/constants';
 import { OutboxConfigurationError } from '../errors';
 import { isDefaultDataSource } from '../outbox.constants';
-import { assertAckMode } from './consumer-ack-mode';
+import { assertAckMode } from '../transports/consumer-ack-mode';
 import { HandlerOptionsResolver } from './handler-options.resolver';
 import { IDEMPOTENT_OPTIONS } from './idempotency.constants';
 import type { IdempotentOptions } from './idempotency.options';

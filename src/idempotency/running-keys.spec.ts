@@ -1,4 +1,4 @@
-import type { IdempotencyAttempt, IdempotencyBegin } from './idempotency-store';
+import type { IdempotencyAttempt, IdempotencyBegin } from './held-attempt';
 import { RunningKeys } from './running-keys';
 
 const attempt = (): IdempotencyAttempt => ({

@@ -1,4 +1,4 @@
-import type { IdempotencyAttempt, IdempotencyBegin } from './idempotency-store';
+import type { IdempotencyAttempt, IdempotencyBegin } from './held-attempt';
 
 /**
  * The keys this process holds right now (taken, not yet committed or rolled back), with the fingerprint of the

@@ -3,7 +3,7 @@ import { ExecutionContext, HttpException, HttpStatus, StreamableFile } from '@ne
 import { HTTP_CODE_METADATA } from '@nestjs/common/constants';
 import type { Reflector } from '@nestjs/core';
 import { toPlain } from './class-transformer.loader';
-import type { StoredIdempotencyRecord } from './idempotency-store';
+import type { StoredIdempotencyRecord } from '../dialects/key-store';
 import type { ResolvedIdempotentOptions, StoredResponse } from './idempotent-call.types';
 import { IDEMPOTENT_REPLAYED_HEADER } from './idempotency.options';
 

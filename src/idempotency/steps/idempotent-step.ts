@@ -1,5 +1,5 @@
 import { currentHandlerStart, HandlerStart, trackHandlerStart } from '../handler-start';
-import type { IdempotencyAttempt } from '../idempotency-store';
+import type { IdempotencyAttempt } from '../held-attempt';
 import type { IdempotentCall } from '../idempotent-call.types';
 import { changesAtStart } from './step-commit';
 import type { StepJournal } from './step-journal';

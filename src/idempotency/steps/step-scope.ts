@@ -1,4 +1,4 @@
-import type { IdempotencyAttempt } from '../idempotency-store';
+import type { IdempotencyAttempt } from '../held-attempt';
 import type { IdempotentCall } from '../idempotent-call.types';
 import { reusedKeyProblem } from '../idempotency.problems';
 import { MAX_STEP_NAME_LENGTH } from '../../schema/idempotency-step.entity';

@@ -1,6 +1,6 @@
-import type { SqlOutboxDialect } from '../../dialects/sql-dialect.base';
-import { runOnConnection } from '../../transaction/transaction-runner';
-import type { OutboxStatement } from '../../transaction/transaction.types';
+import type { SqlOutboxDialect } from './sql-dialect.base';
+import type { EntityManager } from 'typeorm';
+import type { OutboxStatement } from '../transaction/transaction.types';
 import {
   IdempotencyStore,
   IdempotencyStoreConfig,
@@ -11,8 +11,8 @@ import {
   RECORD_COLUMNS,
   StoredIdempotencyRecord,
   toStored,
-} from '../idempotency-store';
-import type { IdempotencyWaitLimits } from './connection-wait';
+} from './key-store';
+import type { IdempotencyWaitLimits } from './key-store';
 
 /** The columns an insert writes, in the order of its values. */
 const INSERT_COLUMNS = [
@@ -138,18 +138,14 @@ export abstract class SqlIdempotencyStore implements IdempotencyStore {
     return (await this.bounded(taken.expired ? [replace, insert] : [insert], limits)).statements;
   }
 
-  async read(scope: string, key: string): Promise<StoredIdempotencyRecord | undefined> {
+  async read(manager: EntityManager, scope: string, key: string): Promise<StoredIdempotencyRecord | undefined> {
     const { sql, params } = this.readStatement(scope, key);
-    return runOnConnection(this.config.dataSource, async (manager) => {
-      const { records } = await this.dialect.execute(manager, sql, [...(params ?? [])]);
-      return toStored(records[0]).record;
-    });
+    const { records } = await this.dialect.execute(manager, sql, [...(params ?? [])]);
+    return toStored(records[0]).record;
   }
 
-  async deleteExpired(limit: number): Promise<number> {
-    return runOnConnection(this.config.dataSource, async (manager) => {
-      const { affected } = await this.dialect.execute(manager, this.deleteExpiredSql(Math.max(1, Math.floor(limit))));
-      return affected;
-    });
+  async deleteExpired(manager: EntityManager, limit: number): Promise<number> {
+    const { affected } = await this.dialect.execute(manager, this.deleteExpiredSql(Math.max(1, Math.floor(limit))));
+    return affected;
   }
 }

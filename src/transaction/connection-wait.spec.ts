@@ -1,5 +1,5 @@
 import type { QueryRunner } from 'typeorm';
-import { isDatabaseBusy } from '../database-busy';
+import { isDatabaseBusy } from '../dialects/database-busy';
 import { connectWithin } from './connection-wait';
 
 /** A runner whose pool hands its connection over when the test says so. */

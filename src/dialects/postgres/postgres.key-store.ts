@@ -8,9 +8,9 @@ import {
   NewIdempotencyRecord,
   RECORD_COLUMNS,
   toStored,
-} from '../idempotency-store';
-import type { IdempotencyWaitLimits } from './connection-wait';
-import { KeyLock, SqlIdempotencyStore } from './sql.idempotency-store';
+} from '../key-store';
+import type { IdempotencyWaitLimits } from '../key-store';
+import { KeyLock, SqlIdempotencyStore } from '../sql-key-store';
 
 /** SQLSTATE of a lock wait that reached `lock_timeout`. */
 const LOCK_NOT_AVAILABLE = '55P03';

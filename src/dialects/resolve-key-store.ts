@@ -1,7 +1,7 @@
-import type { IdempotencyStore, IdempotencyStoreConfig } from '../idempotency-store';
-import { MysqlIdempotencyStore } from './mysql.idempotency-store';
-import { PostgresIdempotencyStore } from './postgres.idempotency-store';
-import { SqliteIdempotencyStore } from './sqlite.idempotency-store';
+import type { IdempotencyStore, IdempotencyStoreConfig } from './key-store';
+import { MysqlIdempotencyStore } from './mysql/mysql.key-store';
+import { PostgresIdempotencyStore } from './postgres/postgres.key-store';
+import { SqliteIdempotencyStore } from './sqlite/sqlite.key-store';
 
 /** The idempotency store of the configured database, picked by its dialect's name (one store per database). */
 export function resolveIdempotencyStore(config: IdempotencyStoreConfig): IdempotencyStore {

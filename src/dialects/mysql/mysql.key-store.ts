@@ -1,8 +1,8 @@
 import type { OutboxStatement } from '../../transaction/transaction.types';
-import { withLockWait } from '../../dialects/mysql/mysql-lock-wait';
-import { lockDigest } from '../idempotency-store';
-import type { IdempotencyWaitLimits } from './connection-wait';
-import { KeyLock, SqlIdempotencyStore } from './sql.idempotency-store';
+import { withLockWait } from './mysql-lock-wait';
+import { lockDigest } from '../key-store';
+import type { IdempotencyWaitLimits } from '../key-store';
+import { KeyLock, SqlIdempotencyStore } from '../sql-key-store';
 
 /**
  * MySQL 8 / MariaDB: a second INSERT of an uncommitted key would wait for the first transaction (up to

@@ -1,15 +1,5 @@
 import type { QueryRunner } from 'typeorm';
-import { DatabaseBusyError } from '../database-busy';
-
-/** The bounds of the library's own waits while it takes a key and writes its record (see `IdempotencyDefaults`). */
-export interface IdempotencyWaitLimits {
-  /** Milliseconds to wait for a pooled connection. */
-  connectionTimeout: number;
-  /** Milliseconds one of the library's statements waits for a lock held by another transaction. */
-  lockTimeout: number;
-  /** Milliseconds to wait for the answer to one of the library's own round trips (client side). */
-  statementTimeout: number;
-}
+import { DatabaseBusyError } from '../dialects/database-busy';
 
 /**
  * The connection of `runner`, waited for at most `timeoutMs`: the drivers' pools may queue a request without a time

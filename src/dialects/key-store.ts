@@ -1,10 +1,19 @@
 import { createHash } from 'node:crypto';
-import type { DataSource } from 'typeorm';
-import type { OutboxDialect } from '../dialects/outbox-dialect';
-import type { SqlOutboxDialect } from '../dialects/sql-dialect.base';
-import type { OutboxStatement, OutboxTransactionContext } from '../transaction/transaction.types';
+import type { DataSource, EntityManager } from 'typeorm';
+import type { OutboxDialect } from './outbox-dialect';
+import type { SqlOutboxDialect } from './sql-dialect.base';
+import type { OutboxStatement } from '../transaction/transaction.types';
 import { indexNamesOf, tableNameOf } from '../schema/outbox-table-names';
-import type { IdempotencyWaitLimits } from './stores/connection-wait';
+
+/** The bounds of the library's own waits while it takes a key and writes its record (see `IdempotencyDefaults`). */
+export interface IdempotencyWaitLimits {
+  /** Milliseconds to wait for a pooled connection. */
+  connectionTimeout: number;
+  /** Milliseconds one of the library's statements waits for a lock held by another transaction. */
+  lockTimeout: number;
+  /** Milliseconds to wait for the answer to one of the library's own round trips (client side). */
+  statementTimeout: number;
+}
 
 /** A completed record as read back for a replay. */
 export interface StoredIdempotencyRecord {
@@ -27,34 +36,8 @@ export interface NewIdempotencyRecord {
 }
 
 /**
- * The transaction of the request that won the key: the handler runs with `context` ambient (so
- * `OutboxService.manager`, `transaction()` and `emit()` join it); then exactly one of `commit()` / `rollback()`.
- */
-export interface IdempotencyAttempt {
-  readonly context: OutboxTransactionContext;
-  /** Runs `work` in the async context where the transaction is ambient (the handler runs through this). */
-  run<T>(work: () => T): T;
-  /**
-   * Writes the record and commits, then runs the after-commit callbacks. Resolves false (everything rolled back)
-   * when the unique constraint shows that another request committed the same key first.
-   */
-  commit(record: NewIdempotencyRecord): Promise<boolean>;
-  /** Commits the handler's effect without a record (a response that cannot be replayed). */
-  commitWithoutRecord(): Promise<void>;
-  /** Rolls everything back, the key included. */
-  rollback(): Promise<void>;
-}
-
-/** Outcome of trying to take a key. */
-export type IdempotencyBegin =
-  | { kind: 'stored'; record: StoredIdempotencyRecord }
-  /** Another request holds the key right now; `sameRequest` is false when its fingerprint differs from this one's. */
-  | { kind: 'in-flight'; sameRequest: boolean }
-  | { kind: 'acquired'; attempt: IdempotencyAttempt };
-
-/**
  * Everything about idempotency records that depends on the database: one store per database
- * (`src/idempotency/stores/`). A store writes statements; the transaction is the transaction runner's
+ * (`src/dialects/<database>/<database>.key-store.ts` over `sql-key-store.ts`). A store writes statements; the transaction is the transaction runner's
  * (`holdTransaction`, see `held-attempt.ts`), never the store's: the key's statements open it (`take`), the
  * record's close it (`record`), and on PostgreSQL the runner sends them with BEGIN and with COMMIT.
  *
@@ -85,10 +68,10 @@ export interface IdempotencyStore {
     taken: KeyTaken,
     limits: IdempotencyWaitLimits,
   ): Promise<OutboxStatement[]>;
-  /** Reads the committed record in a fresh transaction (after losing the race at commit). */
-  read(scope: string, key: string): Promise<StoredIdempotencyRecord | undefined>;
-  /** Deletes up to `limit` expired records in one short statement; resolves with the number deleted. */
-  deleteExpired(limit: number): Promise<number>;
+  /** Reads the committed record on `manager` (after losing the race at commit: outside the lost transaction). */
+  read(manager: EntityManager, scope: string, key: string): Promise<StoredIdempotencyRecord | undefined>;
+  /** Deletes up to `limit` expired records in one short statement on `manager`; resolves with the number deleted. */
+  deleteExpired(manager: EntityManager, limit: number): Promise<number>;
 }
 
 /** The statements that take a key (run first in the held transaction), and what their rows say. */
