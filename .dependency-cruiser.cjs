@@ -4,7 +4,9 @@
  *   0 foundation   errors, constants, module definition, events (channels + payload types), util, scheduling
  *                  (intervals, the cleanup-task and relay registries) — and, wherever they sit, the declarations below
  *   1 schema       entities, column transformers, migrations
- *   2 dialects     the database hub, the shared SQL base, the contract and resolver, one folder per database
+ *   2 dialects     the database hub, the shared SQL base, the contract and resolver, one folder per database — and
+ *                  transaction/connection-transaction.ts, the transactions the dialects open on a connection of
+ *                  theirs (no ambient context): transaction/ owns it, this layer holds it so the dialects may call it
  *   3 transaction  the ambient transaction: context, runner, source registry, sources
  *   4 transports   per-transport message building, incoming message ids, client resolution
  *   5 destinations where messages go: brokers and their clients, routes, destination names, the @OnOutboxEvent()
@@ -28,12 +30,14 @@ const DECLARATIONS = '^src/.+\\.(options|options-validation|types)\\.ts$';
 const SPEC = '\\.spec\\.ts$';
 /** The files of handlers/ that find the @OnOutboxEvent() handlers (destinations); the rest run them (relay). */
 const HANDLER_DISCOVERY = '(outbox-handler-registry|on-outbox-event\\.decorator|outbox-event-context)\\.ts$';
+/** The file of transaction/ that the dialects call: transactions on a connection of theirs, no ambient context. */
+const CONNECTION_TRANSACTION = '^src/transaction/connection-transaction\\.ts$';
 
 const LAYERS = [
   ['^src/(errors|outbox\\.constants|outbox\\.module-definition)\\.ts$', '^src/(events|util|scheduling)/', DECLARATIONS],
   ['^src/schema/'],
-  ['^src/dialects/'],
-  ['^src/transaction/'],
+  ['^src/dialects/', CONNECTION_TRANSACTION],
+  ['^src/transaction/(?!connection-transaction\\.ts$)'],
   ['^src/transports/'],
   ['^src/destinations/', `^src/handlers/${HANDLER_DISCOVERY}`],
   ['^src/idempotency/'],

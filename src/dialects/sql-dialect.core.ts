@@ -1,5 +1,6 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import { insertChunks } from './insert-chunks';
+import { inManagerTransaction } from '../transaction/connection-transaction';
 import type {
   ClaimedOutboxRow,
   ClaimRequest,
@@ -183,7 +184,7 @@ export abstract class SqlDialectCore {
 
   /** Runs `work` in the manager's transaction, or in a new one when the manager has none. */
   protected inTransaction<T>(manager: EntityManager, work: (tx: EntityManager) => Promise<T>): Promise<T> {
-    return manager.queryRunner?.isTransactionActive ? work(manager) : manager.transaction(work);
+    return inManagerTransaction(manager, work);
   }
 
   isUniqueViolation(error: unknown, index?: UniqueIndexRef | string): boolean {

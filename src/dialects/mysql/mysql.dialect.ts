@@ -11,6 +11,7 @@ import type {
   NewOutboxRow,
 } from '../outbox-dialect';
 import { describeError } from '../../util/describe-error';
+import { inManagerTransaction } from '../../transaction/connection-transaction';
 import { checkedSeq, SqlOutboxDialect } from '../sql-dialect.base';
 import { CLAIM_LOCK_TIMEOUT_MS } from '../sql-dialect.core';
 import { withLockWait } from './mysql-lock-wait';
@@ -173,10 +174,7 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
 
   async claim(manager: EntityManager, { table, owner, limit, leaseMs }: ClaimRequest): Promise<ClaimedOutboxRow[]> {
     const q = (c: string) => this.quote(c);
-    // READ COMMITTED: no gap locks, so claims, completion writes and inserts of new rows never deadlock.
-    const inTx = (work: (tx: EntityManager) => Promise<ClaimedOutboxRow[]>) =>
-      manager.queryRunner?.isTransactionActive ? work(manager) : manager.transaction('READ COMMITTED', work);
-    return inTx(async (tx) => {
+    const work = async (tx: EntityManager): Promise<ClaimedOutboxRow[]> => {
       // SKIP LOCKED never waits for a row; a table lock (a DDL) is waited for at most CLAIM_LOCK_TIMEOUT_MS.
       const select = `
           SELECT ${this.claimedColumns.map((c) => `m.${q(c)}`).join(', ')}, ${this.claimedAge('m')}
@@ -201,7 +199,9 @@ export class MysqlOutboxDialect extends SqlOutboxDialect {
       );
       for (const row of rows) row.attempts += 1;
       return rows;
-    });
+    };
+    // READ COMMITTED: no gap locks, so claims, completion writes and inserts of new rows never deadlock.
+    return inManagerTransaction(manager, work, 'READ COMMITTED');
   }
 
   /** False once the dead index turned out to be missing (a schema made by hand): pages then go without the hint. */

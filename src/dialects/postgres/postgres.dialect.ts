@@ -5,6 +5,7 @@ import { pgConnectionConfig, pgModule } from './postgres.connection';
 import { ExecuteOptions, SqlOutboxDialect, StatementResult } from '../sql-dialect.base';
 import { CLAIM_LOCK_TIMEOUT_MS } from '../sql-dialect.core';
 import { SerialQueue } from '../../util/serial-queue';
+import { inPoolTransaction } from '../../transaction/connection-transaction';
 import { walPolledCondition } from './wal/wal-rows.sql';
 
 /**
@@ -95,25 +96,9 @@ export class PostgresOutboxDialect extends SqlOutboxDialect {
   }
 
   /** `query` in a transaction of its own whose lock waits end after `ms` (`SET LOCAL lock_timeout`). */
-  private async withLockTimeout(pool: any, query: object, ms: number): Promise<any> {
-    const client = await pool.connect();
-    // A connection lost mid-statement rejects the statement and makes `pg` emit 'error' on the client too; checked
-    // out, the client has no listener of the pool's, and an unheard 'error' would end the process.
-    const lost = () => undefined;
-    client.on('error', lost);
-    let broken: unknown;
-    try {
-      await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.floor(ms))}`);
-      const result = await client.query(query);
-      await client.query('COMMIT');
-      return result;
-    } catch (error) {
-      await client.query('ROLLBACK').catch((lost: unknown) => (broken = lost));
-      throw error;
-    } finally {
-      client.removeListener('error', lost);
-      client.release(broken); // a connection that cannot even roll back is discarded
-    }
+  private withLockTimeout(pool: any, query: object, ms: number): Promise<any> {
+    const withBegin = `SET LOCAL lock_timeout = ${Math.max(1, Math.floor(ms))}`;
+    return inPoolTransaction(pool, { withBegin }, (client) => client.query(query));
   }
 
   private relayPool(dataSource: DataSource): any {
