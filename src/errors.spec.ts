@@ -1,8 +1,8 @@
 import * as publicApi from './index';
 import * as errors from './errors';
 import { OutboxError, type OutboxErrorCode } from './errors';
-import * as stepErrors from './idempotency/steps/step.errors';
-import { JsonNestingTooDeepError } from './idempotency/stable-json';
+import * as stepErrors from './idempotency/steps/step-scope';
+import { JsonNestingTooDeepError } from './idempotency/fingerprint';
 
 /** Every error class of the library, by name, built the way the library builds it. */
 const thrown: Record<string, OutboxError> = {

@@ -28,7 +28,7 @@ export { OutboxService } from './outbox/outbox.service';
 export { Idempotent } from './idempotency/idempotent.decorator';
 export type { IdempotentOptions } from './idempotency/idempotency.options';
 export { idempotentStep } from './idempotency/steps/idempotent-step';
-export { IdempotencyKey } from './idempotency/idempotency-key.decorator';
+export { IdempotencyKey } from './idempotency/call-marks';
 export { IDEMPOTENT_REPLAYED_HEADER } from './idempotency/idempotency.options';
 export { getOutboxMessageId } from './transports/incoming-message-id';
 /** The `@Ctx()` of a consumer's run from its inbox row (`@Idempotent({ retry })`). */

@@ -5,7 +5,7 @@ import { OutboxDatabase } from './dialects/outbox-database';
 import { OutboxHandlerRegistry } from './handlers/outbox-handler-registry';
 import { OutboxHealthIndicator } from './health/outbox-health.indicator';
 import { ConsumerRegistry } from './idempotency/consumer-registry';
-import { IdempotentOptionsCheck } from './idempotency/idempotent-options.check';
+import { IdempotentOptionsCheck } from './idempotency/handler-options';
 import { IdempotencyService } from './idempotency/idempotency.service';
 import { OutboxMetrics } from './observability/outbox-metrics';
 import { OutboxPublisher } from './publisher/outbox-publisher';

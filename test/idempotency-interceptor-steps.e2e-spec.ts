@@ -1,21 +1,11 @@
 import { createHash } from 'node:crypto';
-import {
-  applyDecorators,
-  Body,
-  Controller,
-  ExecutionContext,
-  Injectable,
-  Post,
-  SetMetadata,
-  UseInterceptors,
-} from '@nestjs/common';
+import { applyDecorators, Body, Controller, ExecutionContext, Injectable, Post, SetMetadata, UseInterceptors } from '@nestjs/common';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
 import { IdempotencyProblemException, OutboxService } from '../src';
-import { IDEMPOTENT_OPTIONS } from '../src/idempotency/idempotency.constants';
+import { IDEMPOTENT_OPTIONS, type ResolvedIdempotentOptions, type StoredResponse } from '../src/idempotency/idempotency.options';
 import { IdempotencyInterceptor } from '../src/idempotency/idempotency.interceptor';
 import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
-import type { ResolvedIdempotentOptions, StoredResponse } from '../src/idempotency/idempotent-call.types';
 import type { StoredIdempotencyRecord } from '../src/dialects/key-store';
 import type { IdempotencyAttempt } from '../src/idempotency/held-attempt';
 import { TestOrder } from './fixtures/order.entity';

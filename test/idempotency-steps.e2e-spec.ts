@@ -15,7 +15,7 @@ import {
   IdempotentStepOrderError,
   IdempotentStepOutsideCallError,
   IdempotentStepResultError,
-} from '../src/idempotency/steps/step.errors';
+} from '../src/idempotency/steps/step-scope';
 import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
 import { IdempotencyStep } from '../src/schema/idempotency-step.entity';
 import { IDEMPOTENCY_STEPS_CLEANUP_TASK } from '../src/idempotency/idempotency.service';

@@ -1,4 +1,4 @@
-import { principalOf } from '../idempotency/http-request-key';
+import { principalOf } from '../idempotency/http-request';
 import type { DeadLetterEdit, DeadLetterEditResult } from '../outbox/dead-letter-edit.types';
 import type { OutboxDeadLetters } from '../outbox/outbox-dead-letters.service';
 import { REDACTED, redactSecrets } from '../util/redact-secrets';

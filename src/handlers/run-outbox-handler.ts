@@ -1,6 +1,6 @@
 import { OutboxHandlerFailedError, OutboxHandlerInFlightError, OutboxNonRetryableError } from '../errors';
 import type { IdempotencyService } from '../idempotency/idempotency.service';
-import { trackHandlerStart } from '../idempotency/handler-start';
+import { trackHandlerStart } from '../idempotency/call-marks';
 import { describeError } from '../util/describe-error';
 import type { OutboxEventContext } from './outbox-event-context';
 import type { OutboxEventHandler } from './outbox-handler-registry';

@@ -1,6 +1,5 @@
-import type { IdempotencyAttempt } from './held-attempt';
-import { rollbackQuietly } from './attempt-rollback';
-import { FirstTimes } from './idempotency-warnings';
+import { type IdempotencyAttempt, rollbackQuietly } from './held-attempt';
+import { FirstTimes } from './idempotency.problems';
 
 describe('rollbackQuietly()', () => {
   const attempt = (rollback: () => Promise<void>) => ({ rollback }) as unknown as IdempotencyAttempt;

@@ -5,9 +5,8 @@ import { isDefaultDataSource, OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import type { ResolvedConsumerRetry } from '../retry.options';
 import type { OutboxRetryContext } from '../transports/outbox-retry.context';
-import { HandlerOptionsResolver } from './handler-options.resolver';
-import { IDEMPOTENT_OPTIONS } from './idempotency.constants';
-import type { IdempotentOptions } from './idempotency.options';
+import { HandlerOptionsResolver } from './handler-options';
+import { IDEMPOTENT_OPTIONS, type IdempotentOptions } from './idempotency.options';
 import { IdempotencyService } from './idempotency.service';
 
 /** One `@EventPattern` consumer under `@Idempotent({ retry })` or `mode: 'accept-first'`, bound to its controller instance. */

@@ -1,18 +1,17 @@
 import type { CallHandler, ExecutionContext } from '@nestjs/common';
 import { lastValueFrom, Observable, of } from 'rxjs';
 import { reportIdempotencyOutcome } from '../events/idempotency-channel';
-import { storeAcceptedMessage } from './accepted-message-inbox';
-import { storeFailedMessage } from './failed-message-inbox';
-import { rememberIdempotencyKey } from './idempotency-key.decorator';
+import { storeAcceptedMessage, storeFailedMessage } from './message-inbox';
+import { rememberIdempotencyKey } from './call-marks';
 import type { StoredIdempotencyRecord } from '../dialects/key-store';
 import type { IdempotencyAttempt } from './held-attempt';
 import { IdempotencySteps } from './idempotency-steps.base';
-import * as warnings from './idempotency-warnings';
+import * as warnings from './idempotency.problems';
 import type { IdempotencyService } from './idempotency.service';
-import type { HandlerBody, IdempotentCall, ResolvedIdempotentOptions } from './idempotent-call.types';
-import { fingerprintMessage, readMessageKey } from './message-key';
+import type { HandlerBody, IdempotentCall, ResolvedIdempotentOptions } from './idempotency.options';
+import { fingerprintMessage, readMessageKey } from './message-settlement';
 import * as settlement from './message-settlement';
-import { parseBody } from './stored-response';
+import { parseBody } from './http-request';
 
 /**
  * The message side of `IdempotencyInterceptor` (`@EventPattern`, `@MessagePattern`): the message's key, its record

@@ -1,12 +1,11 @@
 import { ExecutionContext, Logger } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import { rollbackQuietly } from './attempt-rollback';
-import { boundedText, scopeFromOption } from './call-scope';
-import { HandlerOptionsResolver } from './handler-options.resolver';
+import { type IdempotencyAttempt, rollbackQuietly } from './held-attempt';
+import { boundedText, scopeFromOption } from './fingerprint';
+import { HandlerOptionsResolver } from './handler-options';
 import type { StoredIdempotencyRecord } from '../dialects/key-store';
-import type { IdempotencyAttempt } from './held-attempt';
-import * as warnings from './idempotency-warnings';
-import type { HandlerBody, IdempotentCall, ResolvedIdempotentOptions } from './idempotent-call.types';
+import * as warnings from './idempotency.problems';
+import type { HandlerBody, IdempotentCall, ResolvedIdempotentOptions } from './idempotency.options';
 import { IdempotencyService } from './idempotency.service';
 import { withSteps } from './steps/idempotent-step';
 

@@ -4,14 +4,13 @@ import { lastValueFrom, Observable, of } from 'rxjs';
 import { describeError } from '../util/describe-error';
 import { isDatabaseBusy } from '../dialects/database-busy';
 import { isDatabaseUnavailable } from '../dialects/database-unavailable';
-import { keepFailure } from './final-failure';
-import { runFirstRequest } from './http-first-run';
-import * as httpRequest from './http-request-key';
-import { rememberIdempotencyKey } from './idempotency-key.decorator';
+import { keepFailure, runFirstRequest } from './http-first-run';
+import * as httpRequest from './http-request';
+import { isGuardedByOuterApplication, rememberIdempotencyKey } from './call-marks';
 import type { StoredIdempotencyRecord } from '../dialects/key-store';
 import type { IdempotencyAttempt } from './held-attempt';
-import * as warnings from './idempotency-warnings';
-import type { IdempotentCall, ResolvedIdempotentOptions, StoredResponse } from './idempotent-call.types';
+import * as warnings from './idempotency.problems';
+import type { IdempotentCall, ResolvedIdempotentOptions, StoredResponse } from './idempotency.options';
 import { IdempotencyService } from './idempotency.service';
 import {
   databaseBusyProblem,
@@ -23,9 +22,8 @@ import {
   reusedKeyProblem,
 } from './idempotency.problems';
 import { IdempotencyMessageSteps } from './idempotency-message-steps.base';
-import { isGuardedByOuterApplication } from './outer-application';
-import { MAX_JSON_DEPTH, withinJsonDepth } from './stable-json';
-import { captureResponse, replayResponse } from './stored-response';
+import { MAX_JSON_DEPTH, withinJsonDepth } from './fingerprint';
+import { captureResponse, replayResponse } from './http-request';
 import { outcomeOfStatus, reportIdempotencyOutcome } from '../events/idempotency-channel';
 
 /**

@@ -4,20 +4,22 @@ import { RpcServers } from '../transports/consumer-ack-mode';
 import { OutboxCleanupRegistry } from '../scheduling/outbox-cleanup.registry';
 import { OutboxRelayRegistry } from '../scheduling/outbox-relay.registry';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
-import type { InboxTarget } from './failed-message-inbox';
+import type { InboxTarget } from './message-inbox';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { OutboxDatabase } from '../dialects/outbox-database';
 import { checkEntitiesRegistered } from '../schema/outbox-entities.check';
 import type { SqlOutboxDialect } from '../dialects/sql-dialect.base';
 import { StepJournal } from './steps/step-journal';
-import type { IdempotencyStore, IdempotencyStoreConfig, StoredIdempotencyRecord } from '../dialects/key-store';
-import type { IdempotencyBegin } from './held-attempt';
-import type { IdempotencyWaitLimits } from '../dialects/key-store';
-import { RunningKeys } from './running-keys';
+import type {
+  IdempotencyStore,
+  IdempotencyStoreConfig,
+  IdempotencyWaitLimits,
+  StoredIdempotencyRecord,
+} from '../dialects/key-store';
+import { beginAttempt, type IdempotencyBegin, RunningKeys } from './held-attempt';
 import { driverTimeoutWarning } from '../dialects/driver-timeouts';
-import { beginAttempt } from './held-attempt';
 import { resolveIdempotencyStore } from '../dialects/resolve-key-store';
-import { loadClassTransformer } from './class-transformer.loader';
+import { loadClassTransformer } from './http-request';
 import { runInTransaction, runOnConnection } from '../transaction/transaction-runner';
 import { DEFAULT_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyDefaults } from './idempotency.options';
 

@@ -1,13 +1,15 @@
-import { applyDecorators, SetMetadata, UseFilters } from '@nestjs/common';
+import { applyDecorators, Injectable, SetMetadata, type Type, UseFilters } from '@nestjs/common';
 import { INTERCEPTORS_METADATA, RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA } from '@nestjs/common/constants';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import { OutboxConfigurationError } from '../errors';
-import { markingStart } from './handler-start';
-import { IdempotencyProblemFilter } from './idempotency-problem.filter';
-import { IDEMPOTENT_OPTIONS } from './idempotency.constants';
-import { idempotencyInterceptorFor } from './named-idempotency.interceptor';
-import type { IdempotentOptions } from './idempotency.options';
+import { markingStart } from './call-marks';
+import { IdempotencyProblemFilter } from './idempotency.problems';
+import { IDEMPOTENT_OPTIONS, type IdempotentOptions } from './idempotency.options';
 import { recordIdempotentRoute } from './openapi-contract';
+import { getOutboxToken, isDefaultDataSource } from '../outbox.constants';
+import { withInjectedTokens } from '../util/named-providers';
+import { IdempotencyInterceptor } from './idempotency.interceptor';
+import { IdempotencyService } from './idempotency.service';
 
 /**
  * Makes a controller method (or every method of a controller) idempotent: HTTP requests by their
@@ -109,4 +111,26 @@ function refuseOwnResponse(controller: Function, method: string | symbol): void 
       );
     }
   }
+}
+
+/** The interceptor's subclass per DataSource name. */
+const interceptors = new Map<string, Type<IdempotencyInterceptor>>();
+
+/**
+ * The interceptor of `@Idempotent({ dataSource })`: `IdempotencyInterceptor` itself for the default DataSource, else a
+ * subclass (one per name) that is given the named outbox's `IdempotencyService` (`getOutboxToken(IdempotencyService,
+ * name)`) in place of the default one. Everything else is inherited.
+ */
+export function idempotencyInterceptorFor(dataSource: string | undefined): Type<IdempotencyInterceptor> {
+  if (isDefaultDataSource(dataSource)) return IdempotencyInterceptor;
+  const name = dataSource!;
+  let interceptor = interceptors.get(name);
+  if (!interceptor) {
+    // The subclass inherits the constructor and its parameter types; only the IdempotencyService slot is redirected.
+    const tokens = new Map([[IdempotencyService, getOutboxToken(IdempotencyService, name)]]);
+    interceptor = withInjectedTokens(IdempotencyInterceptor, tokens, `IdempotencyInterceptor(${name})`);
+    Injectable()(interceptor);
+    interceptors.set(name, interceptor);
+  }
+  return interceptor;
 }

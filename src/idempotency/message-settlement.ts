@@ -6,9 +6,11 @@ import { describeError } from '../util/describe-error';
 import type { StoredIdempotencyRecord } from '../dialects/key-store';
 import type { IdempotencyAttempt } from './held-attempt';
 import type { IdempotencyService } from './idempotency.service';
-import type { IdempotentCall, ResolvedIdempotentOptions } from './idempotent-call.types';
-import { serializeBody } from './stored-response';
+import type { IdempotentCall, ResolvedIdempotentOptions } from './idempotency.options';
+import { serializeBody } from './http-request';
 import { reportIdempotencyOutcome } from '../events/idempotency-channel';
+import { getOutboxMessageId } from '../transports/incoming-message-id';
+import { fingerprintOf, JsonNestingTooDeepError } from './fingerprint';
 
 /**
  * How a message handled under `@Idempotent()` is settled with its broker: with `manualAck` (RabbitMQ, `noAck:
@@ -163,5 +165,41 @@ export function logInFlight(logger: Pick<Logger, 'warn' | 'debug'>, call: Idempo
     logger.debug(`${scope}: message ${key} is being handled right now; requeued in ${options.retryAfter} s.`);
   } else {
     logger.warn(`${scope}: message ${key} arrived again while its first delivery was still being handled; skipped.`);
+  }
+}
+
+/** What identifies a message to `@Idempotent()`: its id (or the `key` option's value) and its data's fingerprint. */
+
+/**
+ * The message's key: the `key` option's value, else the outbox message id its transport carries (RabbitMQ
+ * `messageId`, NATS/MQTT/Kafka headers, the envelope of TCP/Redis); undefined (or empty) when there is none.
+ */
+export function readMessageKey(
+  context: ExecutionContext,
+  data: unknown,
+  options: ResolvedIdempotentOptions,
+): string | undefined {
+  return options.key ? options.key(data, context) : getOutboxMessageId(data, context.getArgByIndex(1));
+}
+
+/** The fingerprint every message nested too deeply gets (the message id decides). */
+const TOO_DEEP_FINGERPRINT = 'data nested too deeply';
+
+/**
+ * The fingerprint of a message's data (or of the `fingerprint` option's value); for data nested more than
+ * `MAX_JSON_DEPTH` levels deep, the fixed fingerprint of such data, after `tooDeep()` is called.
+ */
+export function fingerprintMessage(
+  context: ExecutionContext,
+  data: unknown,
+  options: ResolvedIdempotentOptions,
+  tooDeep: () => void,
+): string {
+  try {
+    return fingerprintOf(options.fingerprint ? options.fingerprint(data, context) : data);
+  } catch (error) {
+    if (!(error instanceof JsonNestingTooDeepError)) throw error;
+    tooDeep();
+    return fingerprintOf(TOO_DEEP_FINGERPRINT);
   }
 }

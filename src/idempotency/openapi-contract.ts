@@ -2,9 +2,9 @@ import { FactoryProvider, RequestMethod } from '@nestjs/common';
 import { HTTP_CODE_METADATA, METHOD_METADATA } from '@nestjs/common/constants';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../outbox.options';
-import { IDEMPOTENT_OPTIONS } from './idempotency.constants';
 import {
   DEFAULT_IDEMPOTENCY_OPTIONS,
+  IDEMPOTENT_OPTIONS,
   IDEMPOTENT_REPLAYED_HEADER,
   IdempotentOptions,
   MAX_IDEMPOTENCY_KEY_LENGTH,

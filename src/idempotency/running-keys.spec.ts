@@ -1,5 +1,4 @@
-import type { IdempotencyAttempt, IdempotencyBegin } from './held-attempt';
-import { RunningKeys } from './running-keys';
+import { type IdempotencyAttempt, type IdempotencyBegin, RunningKeys } from './held-attempt';
 
 const attempt = (): IdempotencyAttempt => ({
   context: {} as IdempotencyAttempt['context'],

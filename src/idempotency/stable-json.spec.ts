@@ -1,6 +1,5 @@
 import fc from 'fast-check';
-import { fingerprintOf } from './fingerprint';
-import { JsonNestingTooDeepError, MAX_JSON_DEPTH, stableJson } from './stable-json';
+import { fingerprintOf, JsonNestingTooDeepError, MAX_JSON_DEPTH, stableJson } from './fingerprint';
 
 describe('stableJson / fingerprintOf', () => {
   it('does not depend on the key order of objects, at any depth', () => {

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { parseIdempotencyKey } from './structured-key';
+import { parseIdempotencyKey } from './http-request';
 
 /** Serializes a key as an RFC 8941 sf-string (§4.1.6): `"` and `\` escaped. */
 const serialize = (key: string) => `"${key.replace(/[\\"]/g, (c) => `\\${c}`)}"`;

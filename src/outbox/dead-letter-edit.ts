@@ -1,18 +1,12 @@
 import type { OutboxDatabase } from '../dialects/outbox-database';
-import {
-  OutboxEditDisabledError,
-  OutboxEditInvalidError,
-  OutboxMessageNotFoundError,
-  OutboxNotDeadError,
-  OutboxSerializationError,
-} from '../errors';
-import { INBOX_FINGERPRINT_HEADER, INBOX_SCOPE_HEADER } from '../idempotency/failed-message-inbox';
+import { OutboxEditDisabledError, OutboxEditInvalidError, OutboxMessageNotFoundError, OutboxNotDeadError, OutboxSerializationError } from '../errors';
+import { INBOX_FINGERPRINT_HEADER, INBOX_SCOPE_HEADER } from '../idempotency/message-inbox';
 import { MESSAGE_ID_HEADER, REPLACES_HEADER } from '../outbox.constants';
 import type { OutboxRelayRegistry } from '../scheduling/outbox-relay.registry';
 import type { OutboxMessage } from '../schema/outbox-message.entity';
 import { outsideTransactionContext } from '../transaction/transaction-context';
 import { refuseInTransaction, runInTransaction, runOnConnection } from '../transaction/transaction-runner';
-import { type DeadLetterEdit, type DeadLetterEditAudit, type DeadLetterEditResult } from './dead-letter-edit.types';
+import type { DeadLetterEdit, DeadLetterEditAudit, DeadLetterEditResult } from './dead-letter-edit.types';
 import { jsonChanges } from './json-changes';
 import { redactSecrets } from '../util/redact-secrets';
 import { newMessageId } from './new-message-id';

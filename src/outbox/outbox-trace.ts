@@ -1,16 +1,9 @@
 import type { EntityManager } from 'typeorm';
 import type { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxTraceQueryError } from '../errors';
-import { boundedText } from '../idempotency/call-scope';
+import { boundedText } from '../idempotency/fingerprint';
 import { runOnConnection } from '../transaction/transaction-runner';
-import {
-  DEFAULT_TRACE_DEPTH,
-  TRACE_MESSAGES_PER_CALL,
-  type OutboxTrace,
-  type OutboxTraceMessage,
-  type OutboxTraceOptions,
-  type OutboxTraceRecord,
-} from './outbox-trace.types';
+import { DEFAULT_TRACE_DEPTH, type OutboxTrace, type OutboxTraceMessage, type OutboxTraceOptions, type OutboxTraceRecord, TRACE_MESSAGES_PER_CALL } from './outbox-trace.types';
 import { emptyMessage, pairKey, TraceTables } from './outbox-trace.tables';
 
 const MAX_DEPTH = 20;

@@ -1,8 +1,8 @@
 import type { EntityManager } from 'typeorm';
 import type { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxHandlerInFlightError, OutboxInvalidMessageError } from '../errors';
-import { boundedText } from '../idempotency/call-scope';
-import { trackHandlerStart } from '../idempotency/handler-start';
+import { boundedText } from '../idempotency/fingerprint';
+import { trackHandlerStart } from '../idempotency/call-marks';
 import type { IdempotencyService } from '../idempotency/idempotency.service';
 import { currentTransaction } from '../transaction/transaction-context';
 import { transactionSourceOf } from '../transaction/transaction-source.registry';

@@ -1,10 +1,8 @@
-import { currentHandlerStart, HandlerStart, trackHandlerStart } from '../handler-start';
+import { currentHandlerStart, HandlerStart, trackHandlerStart } from '../call-marks';
 import type { IdempotencyAttempt } from '../held-attempt';
-import type { IdempotentCall } from '../idempotent-call.types';
-import { changesAtStart } from './step-commit';
+import type { IdempotentCall } from '../idempotency.options';
 import type { StepJournal } from './step-journal';
-import { StepScope } from './step-scope';
-import { IdempotentStepOutsideCallError } from './step.errors';
+import { changesAtStart, IdempotentStepOutsideCallError, StepScope } from './step-scope';
 
 /**
  * Runs `work` — a call to a system outside the database, such as a payment provider — at most once per idempotency

@@ -1,6 +1,4 @@
-import { parseStepResult, serializeStepResult } from './step-result';
-import { stepKeyOf } from './step-key';
-import { IdempotentStepResultError } from './step.errors';
+import { IdempotentStepResultError, parseStepResult, serializeStepResult, stepKeyOf } from './step-scope';
 
 const roundTrip = (value: unknown) => parseStepResult(serializeStepResult('s', value));
 

@@ -17,16 +17,9 @@ import { Ctx, EventPattern, Payload, RmqContext } from '@nestjs/microservices';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import type { DataSourceOptions } from 'typeorm';
-import {
-  getOutboxMessageId,
-  Idempotent,
-  OutboxModule,
-  OutboxModuleOptions,
-  OutboxRetryContext,
-  OutboxService,
-} from '../../../src';
+import { getOutboxMessageId, Idempotent, OutboxModule, OutboxModuleOptions, OutboxRetryContext, OutboxService } from '../../../src';
 import { IdempotencyInterceptor } from '../../../src/idempotency/idempotency.interceptor';
-import type { IdempotentCall } from '../../../src/idempotency/idempotent-call.types';
+import type { IdempotentCall } from '../../../src/idempotency/idempotency.options';
 import { childConfig, signal } from '../support/child-app';
 import { FAULT_ENTITIES, FaultEffect } from '../support/entities';
 import { rmqServer } from '../support/rabbitmq';

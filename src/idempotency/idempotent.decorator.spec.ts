@@ -3,7 +3,7 @@ import { Reflector } from '@nestjs/core';
 import { getOutboxToken } from '../outbox.constants';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { IdempotencyService } from './idempotency.service';
-import { idempotencyInterceptorFor } from './named-idempotency.interceptor';
+import { idempotencyInterceptorFor } from './idempotent.decorator';
 
 describe('idempotencyInterceptorFor', () => {
   it('is the interceptor itself for the default DataSource', () => {

@@ -3,9 +3,8 @@ import { PATTERN_METADATA } from '@nestjs/microservices/constants';
 import { consumerDestination } from '../destinations/destination-names';
 import type { OutboxDatabase } from '../dialects/outbox-database';
 import type { AttemptHistoryOptions, NewOutboxRow } from '../dialects/outbox-dialect';
-import type { OutboxRetryMessage } from '../retry.options';
+import type { OutboxRetryMessage, ResolvedRetryBackoff } from '../retry.options';
 import { isFinalFailure, policyFor } from '../util/retry-policy';
-import type { ResolvedRetryBackoff } from '../retry.options';
 import type { EntityManager } from 'typeorm';
 import { indexNamesOf, tableNameOf } from '../schema/outbox-table-names';
 import { outsideTransactionContext } from '../transaction/transaction-context';
@@ -13,7 +12,7 @@ import { runInTransaction } from '../transaction/transaction-runner';
 import { incomingHeaders } from '../transports/incoming-headers';
 import { MESSAGE_ID_HEADER } from '../outbox.constants';
 import { describeError, describeFailure } from '../util/describe-error';
-import type { IdempotentCall } from './idempotent-call.types';
+import type { IdempotentCall } from './idempotency.options';
 
 /**
  * Where a broker consumer's failed message goes under `@Idempotent({ retry })`: an inbox row of the outbox, which
@@ -145,4 +144,40 @@ export async function storeFailedMessage(
   const next = dead ? 'a dead letter at once' : `retried by the relay (attempt 1 of ${retry.maxAttempts})`;
   logger.warn(`${consumer}: message ${call.key} failed (${describeError(error)}); stored as ${next}.`);
   return true;
+}
+
+/**
+ * `@Idempotent({ mode: 'accept-first' })`: the message of a delivery is stored as an inbox row — the same row a
+ * failed message becomes under `retry` (`failed-message-inbox.ts`), with no attempt yet and due at once — and the
+ * relay, woken, runs the handler from it (`run-consumer-handler.ts`).
+ */
+
+/**
+ * Stores the message `call` delivered as an inbox row, in a short transaction of its own. Resolves 'stored', or
+ * 'already' when its row exists (a redelivery: the unique `(message_id, destination)` index stores nothing twice);
+ * either way the broker message may be settled. Rejects when the row could not be stored (the database is away,
+ * the data does not serialize): the message must stay with the broker.
+ */
+export async function storeAcceptedMessage(
+  target: InboxTarget,
+  context: ExecutionContext,
+  call: IdempotentCall,
+  logger: Pick<Logger, 'warn' | 'debug'>,
+): Promise<'stored' | 'already'> {
+  const built = inboxRowOf(context, call, logger);
+  const { consumer } = call.options;
+  if (!built)
+    throw new TypeError(`${consumer}: message ${call.key} does not serialize to JSON; it cannot be accepted.`);
+  const { dialect, table } = target.database;
+  let stored: 'stored' | 'already';
+  try {
+    stored = await insertInboxRow(target, (m) => dialect.insert(m, table, [built.row]));
+  } catch (cause) {
+    logger.warn(
+      `${consumer}: message ${call.key} could not be accepted (${describeError(cause)}); left to the broker.`,
+    );
+    throw cause;
+  }
+  if (stored === 'already') logger.debug(`${consumer}: message ${call.key} was accepted before; not stored again.`);
+  return stored;
 }
