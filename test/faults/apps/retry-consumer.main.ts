@@ -3,23 +3,28 @@
  * whose outbox relay runs the failed messages again from their inbox rows (no broker client: the inbox rows are its
  * only destinations). Every run of the handler is signalled (`run`, with the message id and whether it came from
  * the broker or from the row); the test SIGKILLs the process at two moments it waits for:
- * - `hangAfterRollback`: the interceptor's `keepFailedMessage` step — the handler has failed and rolled back, the
- *   inbox row is not stored yet — signals `rolled-back` and never returns for these message ids (a subclass of
- *   `IdempotencyInterceptor`, the documented way to override a step; nothing in src knows about it);
+ * - `hangAfterRollback`: the message side's `storeFailedMessage` step — the handler has failed and rolled back, the
+ *   inbox row is not stored yet — signals `rolled-back` and never returns for these message ids (the app replaces
+ *   the export of `src/idempotency/message-inbox.ts`; nothing in src knows about it);
  * - `hangOnRetry`: a run from the row of one of these message ids signals `hang` and never returns (the relay's
  *   claim and the attempt's transaction stay open).
  */
 import 'reflect-metadata';
-import { Controller, ExecutionContext, Injectable, Module } from '@nestjs/common';
-import { INTERCEPTORS_METADATA } from '@nestjs/common/constants';
+import { Controller, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Ctx, EventPattern, Payload, RmqContext } from '@nestjs/microservices';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import type { DataSourceOptions } from 'typeorm';
-import { getOutboxMessageId, Idempotent, OutboxModule, OutboxModuleOptions, OutboxRetryContext, OutboxService } from '../../../src';
-import { IdempotencyInterceptor } from '../../../src/idempotency/idempotency.interceptor';
-import type { IdempotentCall } from '../../../src/idempotency/idempotency.options';
+import {
+  getOutboxMessageId,
+  Idempotent,
+  OutboxModule,
+  OutboxModuleOptions,
+  OutboxRetryContext,
+  OutboxService,
+} from '../../../src';
+import * as messageInbox from '../../../src/idempotency/message-inbox';
 import { childConfig, signal } from '../support/child-app';
 import { FAULT_ENTITIES, FaultEffect } from '../support/entities';
 import { rmqServer } from '../support/rabbitmq';
@@ -52,17 +57,15 @@ async function main(): Promise<void> {
   const hangAfterRollback = new Set(config.hangAfterRollback ?? []);
   const hangOnRetry = new Set(config.hangOnRetry ?? []);
 
-  /** `@Idempotent()`'s interceptor with one step held: the window between the rollback and the stored row. */
-  @Injectable()
-  class HoldBeforeStore extends IdempotencyInterceptor {
-    protected async keepFailedMessage(context: ExecutionContext, call: IdempotentCall, error: unknown) {
-      if (hangAfterRollback.has(call.key)) {
-        signal('rolled-back', { id: call.key });
-        return forever();
-      }
-      return super.keepFailedMessage(context, call, error);
-    }
-  }
+  // One step of `@Idempotent()` held: the window between the rollback and the stored row. The message side calls
+  // the module's export at each failure, so replacing the export holds it.
+  const inbox = messageInbox as unknown as { storeFailedMessage: typeof messageInbox.storeFailedMessage };
+  const storeFailed = inbox.storeFailedMessage;
+  inbox.storeFailedMessage = (target, context, call, error, logger) => {
+    if (!hangAfterRollback.has(call.key)) return storeFailed(target, context, call, error, logger);
+    signal('rolled-back', { id: call.key });
+    return forever();
+  };
 
   @Controller()
   class RetryLedger {
@@ -86,15 +89,6 @@ async function main(): Promise<void> {
       }
     }
   }
-  // The method's interceptor, `IdempotencyInterceptor`, swapped for the subclass holding the step.
-  const method = RetryLedger.prototype.onLedger;
-  const interceptors: unknown[] = Reflect.getMetadata(INTERCEPTORS_METADATA, method) ?? [];
-  Reflect.defineMetadata(
-    INTERCEPTORS_METADATA,
-    interceptors.map((i) => (i === IdempotencyInterceptor ? HoldBeforeStore : i)),
-    method,
-  );
-
   @Module({
     imports: [
       TypeOrmModule.forRoot({

@@ -5,7 +5,8 @@ import { storeAcceptedMessage, storeFailedMessage } from './message-inbox';
 import { rememberIdempotencyKey } from './call-marks';
 import type { StoredIdempotencyRecord } from '../dialects/key-store';
 import type { IdempotencyAttempt } from './held-attempt';
-import { IdempotencySteps } from './idempotency-steps.base';
+import type { CallSteps } from './call-steps';
+import { boundedText, scopeFromOption } from './fingerprint';
 import * as warnings from './idempotency.problems';
 import type { IdempotencyService } from './idempotency.service';
 import type { HandlerBody, IdempotentCall, ResolvedIdempotentOptions } from './idempotency.options';
@@ -16,20 +17,22 @@ import { parseBody } from './http-request';
 /**
  * The message side of `IdempotencyInterceptor` (`@EventPattern`, `@MessagePattern`): the message's key, its record
  * taken once, the handler's first delivery, a duplicate skipped, a message in flight deferred, a failed message
- * kept for retries and an accepted one stored first (`mode: 'accept-first'`), and the broker message settled. Steps
- * are `protected` for the interceptor's own classes and the library's tests (see `IdempotencyInterceptor`).
+ * kept for retries and an accepted one stored first (`mode: 'accept-first'`), and the broker message settled
+ * (`message-settlement.ts`).
  */
-export abstract class IdempotencyMessageSteps extends IdempotencySteps {
-  protected async interceptRpc(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+export class MessageCalls {
+  constructor(private readonly steps: CallSteps) {}
+
+  async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
     const key = this.messageKeyOf(context);
     // next.handle() binds the async context it is called in: it is called inside the transaction's context.
     return of(await this.handleMessage(context, key, () => lastValueFrom(next.handle(), { defaultValue: undefined })));
   }
 
   /** The message's key (`key` option, else the outbox id), remembered for `@IdempotencyKey()`; may be empty. */
-  protected messageKeyOf(context: ExecutionContext): string | undefined {
+  private messageKeyOf(context: ExecutionContext): string | undefined {
     // The data is argument 0, read by index as `switchToRpc()` would, without the closures it builds on every call.
-    const key = readMessageKey(context, context.getArgByIndex(0), this.optionsOf(context));
+    const key = readMessageKey(context, context.getArgByIndex(0), this.steps.optionsOf(context));
     if (typeof key === 'string' && key.length > 0) rememberIdempotencyKey(context, key);
     return key;
   }
@@ -39,28 +42,28 @@ export abstract class IdempotencyMessageSteps extends IdempotencySteps {
    * key's record; a redelivery is skipped (a `@MessagePattern` gets the stored response). Resolves with what the
    * caller receives.
    */
-  protected async handleMessage(
+  private async handleMessage(
     context: ExecutionContext,
     key: string | undefined,
     handler: HandlerBody,
   ): Promise<unknown> {
-    const options = this.optionsOf(context);
+    const options = this.steps.optionsOf(context);
     if (typeof key !== 'string' || key.length === 0) {
-      this.warnOnce(options.consumer, warnings.messageWithoutId(options.consumer));
+      this.steps.warnOnce(options.consumer, warnings.messageWithoutId(options.consumer));
       return this.runWithoutRecordRpc(context, handler, options);
     }
     // Awaited only when the `scope` option answers with a promise: an await of a plain string costs a promise hop.
-    const scope = this.scopeOf(context, options, options.consumer);
+    const scope = scopeFromOption(context, options, options.consumer);
     const call: IdempotentCall = {
-      key: this.boundedText(key),
-      scope: this.boundedText(typeof scope === 'string' ? scope : await scope),
+      key: boundedText(key),
+      scope: boundedText(typeof scope === 'string' ? scope : await scope),
       fingerprint: this.messageFingerprint(context, context.getArgByIndex(0), options),
       options,
     };
     if (options.mode === 'accept-first' && !this.isMessagePattern(context)) return this.acceptMessage(context, call);
     let begun: Awaited<ReturnType<IdempotencyService['begin']>>;
     try {
-      begun = await this.idempotency.begin(call.scope, call.key, call.fingerprint, options, { ttl: options.ttl });
+      begun = await this.steps.idempotency.begin(call.scope, call.key, call.fingerprint, options, { ttl: options.ttl });
     } catch (error) {
       // The key could not be taken (no connection in time, the database away): nothing ran, so the message goes
       // back to the broker, or it would stay unacknowledged on the channel and never be delivered again.
@@ -73,15 +76,15 @@ export abstract class IdempotencyMessageSteps extends IdempotencySteps {
   }
 
   /** The fingerprint of a message's data (for a warning: the id decides); fixed, with a warning, if nested too deep. */
-  protected messageFingerprint(context: ExecutionContext, data: unknown, options: ResolvedIdempotentOptions): string {
+  private messageFingerprint(context: ExecutionContext, data: unknown, options: ResolvedIdempotentOptions): string {
     const { consumer } = options;
     return fingerprintMessage(context, data, options, () =>
-      this.warnOnce(`${consumer} depth`, warnings.nestedData(consumer)),
+      this.steps.warnOnce(`${consumer} depth`, warnings.nestedData(consumer)),
     );
   }
 
   /** The first delivery: runs the handler in the transaction with the record; settles the message after commit. */
-  protected runFirstRpc(
+  private runFirstRpc(
     context: ExecutionContext,
     handler: HandlerBody,
     attempt: IdempotencyAttempt,
@@ -89,10 +92,10 @@ export abstract class IdempotencyMessageSteps extends IdempotencySteps {
   ): Promise<unknown> {
     const skip = (record: StoredIdempotencyRecord) => this.skipDuplicate(context, record, call);
     return settlement.runFirstDelivery(attempt, call, {
-      run: () => this.runWithSteps(handler, attempt, call),
-      rollback: () => this.rollbackQuietly(attempt),
+      run: () => this.steps.run(handler, attempt, call),
+      rollback: () => this.steps.rollback(attempt),
       settle: (how) => this.settle(context, call.options, how),
-      lostRace: () => this.afterLostRace(call, skip, () => this.deferInFlight(context, call)),
+      lostRace: () => this.steps.afterLostRace(call, skip, () => this.deferInFlight(context, call)),
       keep: (error) => this.keepFailedMessage(context, call, error),
     });
   }
@@ -101,9 +104,9 @@ export abstract class IdempotencyMessageSteps extends IdempotencySteps {
    * A failed `@EventPattern` message under `@Idempotent({ retry })`: stored as an inbox row for the relay's retries
    * (`failed-message-inbox.ts`); whether it was. Never for a `@MessagePattern` (its caller gets the error).
    */
-  protected keepFailedMessage(context: ExecutionContext, call: IdempotentCall, error: unknown): Promise<boolean> {
+  private keepFailedMessage(context: ExecutionContext, call: IdempotentCall, error: unknown): Promise<boolean> {
     if (!call.options.retry || this.isMessagePattern(context)) return Promise.resolve(false);
-    return storeFailedMessage(this.idempotency.inbox, context, call, error, this.logger);
+    return storeFailedMessage(this.steps.idempotency.inbox, context, call, error, this.steps.logger);
   }
 
   /**
@@ -112,10 +115,10 @@ export abstract class IdempotencyMessageSteps extends IdempotencySteps {
    * nothing and is acked. When the row cannot be stored the message is requeued (with `manualAck`) and the error
    * goes to the transport, as a failure to take the key does.
    */
-  protected async acceptMessage(context: ExecutionContext, call: IdempotentCall): Promise<undefined> {
+  private async acceptMessage(context: ExecutionContext, call: IdempotentCall): Promise<undefined> {
     let stored: 'stored' | 'already';
     try {
-      stored = await storeAcceptedMessage(this.idempotency.inbox, context, call, this.logger);
+      stored = await storeAcceptedMessage(this.steps.idempotency.inbox, context, call, this.steps.logger);
     } catch (error) {
       this.settle(context, call.options, 'requeue');
       throw error;
@@ -126,17 +129,17 @@ export abstract class IdempotencyMessageSteps extends IdempotencySteps {
   }
 
   /** A message without an id: its own transaction, no record; acked after the commit, requeued if anything fails. */
-  protected runWithoutRecordRpc(
+  private runWithoutRecordRpc(
     context: ExecutionContext,
     handler: HandlerBody,
     options: ResolvedIdempotentOptions,
   ): Promise<unknown> {
-    return settlement.runWithoutRecord(this.idempotency, handler, (how) => this.settle(context, options, how));
+    return settlement.runWithoutRecord(this.steps.idempotency, handler, (how) => this.settle(context, options, how));
   }
 
   /** A redelivery of a handled message: the handler does not run; a `@MessagePattern` gets the stored response. */
-  protected skipDuplicate(context: ExecutionContext, record: StoredIdempotencyRecord, call: IdempotentCall): unknown {
-    settlement.logDuplicate(this.logger, record, call);
+  private skipDuplicate(context: ExecutionContext, record: StoredIdempotencyRecord, call: IdempotentCall): unknown {
+    settlement.logDuplicate(this.steps.logger, record, call);
     reportIdempotencyOutcome('duplicate_skipped', call.options, 'rpc');
     this.settle(context, call.options, 'ack');
     return parseBody(record.body);
@@ -147,19 +150,19 @@ export abstract class IdempotencyMessageSteps extends IdempotencySteps {
    * commit or roll back; this one is requeued after `retryAfter` seconds (manual-ack RabbitMQ), refused
    * (`@MessagePattern`, so the caller can retry) or skipped with a warning.
    */
-  protected deferInFlight(context: ExecutionContext, call: IdempotentCall): undefined {
+  private deferInFlight(context: ExecutionContext, call: IdempotentCall): undefined {
     reportIdempotencyOutcome('in_flight', call.options, 'rpc');
     if (this.isMessagePattern(context)) throw settlement.inFlightError(call.key);
-    settlement.logInFlight(this.logger, call, this.settle(context, call.options, 'requeue'));
+    settlement.logInFlight(this.steps.logger, call, this.settle(context, call.options, 'requeue'));
     return undefined;
   }
 
   /** With `manualAck` (RabbitMQ) acks the message, or requeues it after `retryAfter` s; whether it did anything. */
-  protected settle(context: ExecutionContext, options: ResolvedIdempotentOptions, how: 'ack' | 'requeue'): boolean {
-    return settlement.settle(context, options, how, this.logger);
+  private settle(context: ExecutionContext, options: ResolvedIdempotentOptions, how: 'ack' | 'requeue'): boolean {
+    return settlement.settle(context, options, how, this.steps.logger);
   }
 
-  protected isMessagePattern(context: ExecutionContext): boolean {
-    return settlement.isMessagePattern(this.reflector, context);
+  private isMessagePattern(context: ExecutionContext): boolean {
+    return settlement.isMessagePattern(this.steps.reflector, context);
   }
 }
