@@ -1,8 +1,7 @@
 import { Controller, INestApplication } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { DataSource } from 'typeorm';
-import { getOutboxMessageId, Idempotent, OutboxDeadLetters } from '../src';
-import type { IdempotentOptions } from '../src';
+import { getOutboxMessageId, Idempotent, type IdempotentOptions, OutboxDeadLetters } from '../src';
 import type { OutboxRetryMessage } from '../src/retry.options';
 import { OutboxMessage } from '../src/schema/outbox-message.entity';
 import { createOutboxTestingModule } from './fixtures/outbox-app';

@@ -1,7 +1,7 @@
 import {
   BadRequestException,
-  ClassSerializerInterceptor,
   Body,
+  ClassSerializerInterceptor,
   Controller,
   Get,
   HttpCode,

@@ -1,15 +1,13 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { OutboxDatabase } from '../src/dialects/outbox-database';
-import type { IdempotencyStoreConfig } from '../src/dialects/key-store';
-import type { IdempotencyBegin } from '../src/idempotency/held-attempt';
-import type { IdempotencyStore } from '../src/dialects/key-store';
+import type { IdempotencyStore, IdempotencyStoreConfig } from '../src/dialects/key-store';
+import { beginAttempt, type IdempotencyBegin } from '../src/idempotency/idempotency.service';
 import { resolveIdempotencyStore } from '../src/dialects/resolve-key-store';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { TestOrder } from './fixtures/order.entity';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
 import { describeWith } from './helpers/services';
-import { beginAttempt } from '../src/idempotency/held-attempt';
 
 const HOUR = 3_600_000;
 const F = 'a'.repeat(64);

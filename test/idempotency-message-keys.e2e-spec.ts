@@ -1,7 +1,6 @@
 import { DataSource } from 'typeorm';
 import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
-import { IdempotencyService } from '../src/idempotency/idempotency.service';
-import type { IdempotencyBegin } from '../src/idempotency/held-attempt';
+import { type IdempotencyBegin, IdempotencyService } from '../src/idempotency/idempotency.service';
 import { TestOrder } from './fixtures/order.entity';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
 import { useOutboxApp } from './helpers/e2e-fixture';

@@ -1,12 +1,11 @@
 import { DataSource } from 'typeorm';
 import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';
-import { IDEMPOTENCY_CLEANUP_TASK, IdempotencyService } from '../src/idempotency/idempotency.service';
+import { beginAttempt, IDEMPOTENCY_CLEANUP_TASK, IdempotencyService } from '../src/idempotency/idempotency.service';
 import { OutboxCleanupRegistry } from '../src/scheduling/outbox-cleanup.registry';
 import { CreateIdempotencyKeys1764460800000 } from '../src/schema/migrations/1764460800000-idempotency-keys';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
 import { useOutboxApp } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';
-import { beginAttempt } from '../src/idempotency/held-attempt';
 import { OutboxDatabase } from '../src/dialects/outbox-database';
 import { waitFor } from './helpers/ports';
 

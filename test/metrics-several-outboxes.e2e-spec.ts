@@ -1,4 +1,4 @@
-import { Body, Controller, Get, Module, Post, Req, Res } from '@nestjs/common';
+import { Body, Controller, Get, type INestApplication, Module, Post, Req, Res } from '@nestjs/common';
 import { ClientsModule, Transport } from '@nestjs/microservices';
 import { ScheduleModule } from '@nestjs/schedule';
 import { Test } from '@nestjs/testing';
@@ -7,7 +7,6 @@ import { MeterProvider } from '@opentelemetry/sdk-metrics';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, Server } from 'node:net';
 import request from 'supertest';
-import type { INestApplication } from '@nestjs/common';
 import {
   getOutboxToken,
   Idempotent,

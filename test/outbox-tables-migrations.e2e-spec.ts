@@ -1,6 +1,6 @@
 import { DataSource } from 'typeorm';
 import { OUTBOX_MIGRATIONS, outboxEntities, outboxMigrations } from '../src';
-import { type OutboxTablesOptions } from '../src/schema/outbox-table-names';
+import type { OutboxTablesOptions } from '../src/schema/outbox-table-names';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
 import { useTestDatabase } from './helpers/e2e-fixture';
 import { describeWith } from './helpers/services';

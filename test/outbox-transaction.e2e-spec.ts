@@ -1,6 +1,5 @@
 import type { INestApplication } from '@nestjs/common';
-import { DataSource } from 'typeorm';
-import { QueryFailedError } from 'typeorm';
+import { DataSource, QueryFailedError } from 'typeorm';
 import { OutboxInvalidMessageError, OutboxMessage, OutboxNoTransactionError, OutboxService } from '../src';
 import { OutboxDuplicateMessageIdError, OutboxSerializationError } from '../src/errors';
 import { createOutboxTestingModule } from './fixtures/outbox-app';

@@ -6,7 +6,7 @@ import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { deleteQueue, rmqClientOptions, rmqConsumerOptions, startConsumer, uniqueQueue } from './helpers/consumers';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
 import { waitFor } from './helpers/ports';
-import { SERVICES, describeWith } from './helpers/services';
+import { describeWith, SERVICES } from './helpers/services';
 import { TcpProxy } from './helpers/tcp-proxy';
 
 const kinds: DatabaseKind[] = ['postgres', 'mariadb', 'sqlite'];

@@ -12,8 +12,8 @@ import {
   classSnippets,
   quickStartFiles,
   readDocumentation,
-  readReadme,
   ReadmeSnippet,
+  readReadme,
   SNIPPET_PLACEHOLDERS,
   toReadmeLines,
 } from './helpers/readme-snippets';

@@ -8,7 +8,7 @@ import { AmqpRecorder } from './helpers/amqp-recorder';
 import { rmqClientOptions, uniqueQueue } from './helpers/consumers';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
 import { waitFor } from './helpers/ports';
-import { SERVICES, describeWith } from './helpers/services';
+import { describeWith, SERVICES } from './helpers/services';
 import { TcpProxy } from './helpers/tcp-proxy';
 
 /** A serializer bug for payloads marked `poison`: a failure of the message itself, which must still count. */

@@ -7,7 +7,7 @@ import { rmqClientOptions, uniqueQueue } from './helpers/consumers';
 import { DATABASE_LABEL, DatabaseKind, servicesOf } from './helpers/databases';
 import { useOutboxApp } from './helpers/e2e-fixture';
 import { waitFor } from './helpers/ports';
-import { SERVICES, describeWith } from './helpers/services';
+import { describeWith, SERVICES } from './helpers/services';
 import { TcpProxy } from './helpers/tcp-proxy';
 
 const kinds: DatabaseKind[] = ['postgres', 'mariadb', 'sqlite'];

@@ -4,7 +4,7 @@ import { MicroserviceOptions } from '@nestjs/microservices';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { randomUUID } from 'node:crypto';
 import { DataSource, EntitySubscriberInterface, InsertEvent } from 'typeorm';
-import { checkIdempotencyContract, IdempotencyContractOptions, IDEMPOTENCY_CONTRACT_CHECKS } from '../src/testing';
+import { checkIdempotencyContract, IDEMPOTENCY_CONTRACT_CHECKS, IdempotencyContractOptions } from '../src/testing';
 import { consumerOptions, createSampleApp } from '../sample/app';
 import { SampleAppModule } from '../sample/app.module';
 import { parseBrokerUrl, SampleConfig } from '../sample/config';

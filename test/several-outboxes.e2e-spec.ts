@@ -11,15 +11,15 @@ import {
   getOutboxToken,
   Idempotent,
   InjectOutbox,
+  OnOutboxEvent,
+  OUTBOX_CHANNELS,
   OutboxDeadLetters,
+  OutboxEventContext,
   OutboxHealthIndicator,
   OutboxMessage,
   OutboxModule,
   OutboxPublisher,
-  OnOutboxEvent,
-  OutboxEventContext,
   OutboxService,
-  OUTBOX_CHANNELS,
 } from '../src';
 import { OutboxPublishedEvent, OutboxRetryEvent } from '../src/events/publisher-events';
 import { IdempotencyRecord } from '../src/schema/idempotency-record.entity';

@@ -12,7 +12,7 @@ import {
 import { DATABASE_LABEL } from './helpers/databases';
 import { useOutboxApp } from './helpers/e2e-fixture';
 import { freePort, waitFor } from './helpers/ports';
-import { describeWith, SERVICES, ServiceName } from './helpers/services';
+import { describeWith, ServiceName, SERVICES } from './helpers/services';
 
 interface TransportCase {
   name: string;

@@ -1,4 +1,4 @@
-import { type IdempotencyAttempt, rollbackQuietly } from './held-attempt';
+import { type IdempotencyAttempt, rollbackQuietly } from './idempotency.service';
 import { FirstTimes } from './idempotency.problems';
 
 describe('rollbackQuietly()', () => {

@@ -2,10 +2,9 @@ import { ExecutionContext, Logger } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import type { StoredIdempotencyRecord } from '../dialects/key-store';
 import { HandlerOptionsResolver } from './handler-options';
-import { type IdempotencyAttempt, rollbackQuietly } from './held-attempt';
+import { type IdempotencyAttempt, type IdempotencyService, rollbackQuietly } from './idempotency.service';
 import type { HandlerBody, IdempotentCall, ResolvedIdempotentOptions } from './idempotency.options';
 import { FirstTimes } from './idempotency.problems';
-import type { IdempotencyService } from './idempotency.service';
 import { withSteps } from './steps/idempotent-step';
 
 /**

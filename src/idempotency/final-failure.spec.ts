@@ -5,7 +5,7 @@ import {
   InternalServerErrorException,
   NotFoundException,
 } from '@nestjs/common';
-import { failureResponse, isFinalError } from './http-first-run';
+import { failureResponse, isFinalError } from './idempotency.interceptor';
 import { inFlightProblem } from './idempotency.problems';
 
 describe('final failures (replayErrors)', () => {

@@ -104,7 +104,7 @@ const FUNCTION_OPTIONS = ['scope', 'key', 'fingerprint'] as const;
  * handlers that record in it, merged with its module's `idempotency` defaults as a call would be. (A `dataSource`
  * naming no outbox of the app fails earlier: Nest cannot inject that outbox's `IdempotencyService`.)
  *
- * Message handlers are also checked against the RabbitMQ consumers that deliver them (`consumer-ack-mode.ts`): a
+ * Message handlers are also checked against the RabbitMQ consumers that deliver them (`transports/consumer-ack-mode.ts`): a
  * `manualAck` that contradicts the consumer's `noAck` fails with an `OutboxAckModeError` (`OUTBOX_ACK_MODE`), and a
  * consumer whose ack mode cannot be read is warned about once. The servers are known by then: a hybrid app's
  * `connectMicroservice()` registers its handlers at once, and a microservice registers them before its init hooks.

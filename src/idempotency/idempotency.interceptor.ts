@@ -1,17 +1,15 @@
-import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
+import { CallHandler, ExecutionContext, HttpException, HttpStatus, Injectable, NestInterceptor } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { lastValueFrom, Observable, of } from 'rxjs';
 import { describeError } from '../util/describe-error';
 import { isDatabaseBusy } from '../dialects/database-busy';
 import { isDatabaseUnavailable } from '../dialects/database-unavailable';
-import { keepFailure, runFirstRequest } from './http-first-run';
 import * as httpRequest from './http-request';
-import { isGuardedByOuterApplication, rememberIdempotencyKey } from './call-marks';
+import { HandlerStart, isGuardedByOuterApplication, rememberIdempotencyKey, trackHandlerStart } from './call-marks';
 import type { StoredIdempotencyRecord } from '../dialects/key-store';
-import type { IdempotencyAttempt } from './held-attempt';
+import { type IdempotencyAttempt, IdempotencyService } from './idempotency.service';
 import * as warnings from './idempotency.problems';
-import type { IdempotentCall, ResolvedIdempotentOptions } from './idempotency.options';
-import { IdempotencyService } from './idempotency.service';
+import type { IdempotentCall, ResolvedIdempotentOptions, StoredResponse } from './idempotency.options';
 import {
   databaseBusyProblem,
   databaseUnavailableProblem,
@@ -161,7 +159,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return of(replayResponse(context, record));
   }
 
-  /** The winner: runs the handler in the transaction, stores what the client receives, commits. */
+  /**
+   * The winner: runs the handler in the key's transaction, captures what the client receives and commits it with
+   * the record; a stream is committed without one; a final failure (`replayErrors`) is kept after the rollback;
+   * when another request committed the key first, its record answers.
+   */
   private async runFirstHttp(
     context: ExecutionContext,
     next: CallHandler,
@@ -170,21 +172,39 @@ export class IdempotencyInterceptor implements NestInterceptor {
   ): Promise<Observable<unknown>> {
     const { consumer, header, retryAfter } = call.options;
     const answer = (record: StoredIdempotencyRecord) => this.answerStoredHttp(context, record, call);
-    const inFlight = () => {
-      throw this.reject(context, inFlightProblem(header, retryAfter));
-    };
-    return runFirstRequest(attempt, call, {
+    let value: unknown;
+    let stored: StoredResponse | undefined;
+    const start: HandlerStart = { started: false };
+    try {
       // next.handle() binds the async context it is called in: it is called inside the transaction's context.
-      run: () => this.steps.run(() => lastValueFrom(next.handle(), { defaultValue: undefined }), attempt, call),
+      const handler = () => lastValueFrom(next.handle(), { defaultValue: undefined });
+      value = await trackHandlerStart(start, () => this.steps.run(handler, attempt, call));
       // What the client receives (class instances through class-transformer, so `@Exclude()`d fields are never
       // stored), the route's status and the `replayHeaders` set; undefined for a stream (not replayable).
-      capture: (value) => captureResponse(this.steps.reflector, context, value, call.options),
-      rollback: () => this.steps.rollback(attempt),
-      failure: (error) => this.databaseError(context, error, call.options),
-      notStored: () => this.steps.warnOnce(consumer, warnings.streamNotStored(consumer)),
-      lostRace: () => this.steps.afterLostRace(call, answer, inFlight),
-      keepFailure: (error) => keepFailure(this.steps.idempotency, call, error, answer, this.steps.logger),
-    });
+      stored = captureResponse(this.steps.reflector, context, value, call.options);
+    } catch (error) {
+      await this.steps.rollback(attempt);
+      if (isFinalError(error, call.options.replayErrors, start.started)) {
+        return keepFailure(this.steps.idempotency, call, error, answer, this.steps.logger);
+      }
+      throw this.databaseError(context, error, call.options);
+    }
+    try {
+      if (!stored) {
+        this.steps.warnOnce(consumer, warnings.streamNotStored(consumer));
+        await attempt.commitWithoutRecord();
+        return of(value);
+      }
+      if (await attempt.commit({ fingerprint: call.fingerprint, ttl: call.options.ttl, ...stored })) {
+        reportIdempotencyOutcome('executed', call.options, 'http');
+        return of(value);
+      }
+      return await this.steps.afterLostRace(call, answer, () => {
+        throw this.reject(context, inFlightProblem(header, retryAfter));
+      });
+    } catch (error) {
+      throw this.databaseError(context, error, call.options);
+    }
   }
 
   /** The exception to throw for a refused request (answered as problem+json by `IdempotencyProblemFilter`). */
@@ -192,4 +212,75 @@ export class IdempotencyInterceptor implements NestInterceptor {
     reportIdempotencyOutcome(outcomeOfStatus(problem.problem.status), this.steps.optionsOf(context), 'http');
     return problem;
   }
+}
+
+/**
+ * Failures that are the outcome of a request (a declined payment), kept and replayed as Stripe does: which errors
+ * are final (`replayErrors`), the response Nest's exception filter sends for one, and its record, written in a short
+ * transaction of its own after the handler's transaction rolled back.
+ */
+
+/** Client errors that a retry may well turn out differently: timeout, conflict, too early, too many requests. */
+const RETRYABLE_CLIENT_ERRORS = new Set([
+  HttpStatus.REQUEST_TIMEOUT,
+  HttpStatus.CONFLICT,
+  425, // Too Early
+  HttpStatus.TOO_MANY_REQUESTS,
+]);
+
+/** The default policy: an `HttpException` with a 4xx status other than 408, 409, 425 and 429. */
+export function isFinalByDefault(error: unknown): boolean {
+  if (!(error instanceof HttpException)) return false;
+  const status = error.getStatus();
+  return status >= 400 && status < 500 && !RETRYABLE_CLIENT_ERRORS.has(status);
+}
+
+/**
+ * Whether the handler's `error` is its final outcome: the handler started (not a pipe's error), the error is an
+ * `HttpException` under 500 that is not one of the idempotency problems, and `replayErrors` accepts it.
+ */
+export function isFinalError(
+  error: unknown,
+  replayErrors: boolean | ((error: unknown) => boolean),
+  started: boolean,
+): error is HttpException {
+  if (!started || replayErrors === false) return false;
+  if (!(error instanceof HttpException) || error instanceof IdempotencyProblemException) return false;
+  if (error.getStatus() >= 500) return false;
+  return replayErrors === true ? isFinalByDefault(error) : replayErrors(error) === true;
+}
+
+/** The response Nest's default exception filter sends for `error`: its status and `getResponse()` as JSON. */
+export function failureResponse(error: HttpException): StoredResponse {
+  const status = error.getStatus();
+  const response = error.getResponse();
+  const body = typeof response === 'object' && response !== null ? response : { statusCode: status, message: response };
+  return { status, body: JSON.stringify(body), headers: null };
+}
+
+/**
+ * Keeps a final failure as the key's record, in a transaction of its own, only while the key is free: resolves with
+ * `answer(record)` when another request committed the key meanwhile, else throws `error` (the first outcome). When
+ * another request holds the key, or the record cannot be written, nothing is kept and `error` is thrown.
+ */
+export async function keepFailure(
+  idempotency: IdempotencyService,
+  call: IdempotentCall,
+  error: HttpException,
+  answer: (record: StoredIdempotencyRecord) => Observable<unknown>,
+  logger: { warn(message: string): void },
+): Promise<Observable<unknown>> {
+  const record = { fingerprint: call.fingerprint, ttl: call.options.ttl, ...failureResponse(error) };
+  let winner: StoredIdempotencyRecord | undefined;
+  try {
+    const begun = await idempotency.begin(call.scope, call.key, call.fingerprint);
+    if (begun.kind === 'stored') winner = begun.record;
+    else if (begun.kind === 'acquired' && !(await begun.attempt.commit(record))) {
+      winner = await idempotency.read(call.scope, call.key);
+    }
+  } catch (writeError) {
+    logger.warn(`The failure of a request could not be kept for its key (${describeError(writeError)}).`);
+  }
+  if (winner) return answer(winner);
+  throw error;
 }

@@ -20,7 +20,7 @@ import { IdempotencyService } from './idempotency.service';
  * On a method or a class, HTTP route or message handler alike, it guards through `IdempotencyInterceptor`, put first
  * among the method's (or the class's) interceptors whatever the decorators' order: the key is claimed before the
  * app's own interceptors there and the pipes run (docs/idempotency.md, "How a handler is guarded"). It wraps each
- * method it guards so that a pipe's error is told from the handler's own (`handler-start.ts`).
+ * method it guards so that a pipe's error is told from the handler's own (`call-marks.ts`).
  *
  * A handler that writes the response itself (`@Res()` or `@Next()` without `passthrough: true`) cannot be replayed
  * and is refused here, when the class is defined.
@@ -64,7 +64,7 @@ function interceptFirst(target: object, interceptor: Function): void {
   Reflect.defineMetadata(INTERCEPTORS_METADATA, [interceptor, ...interceptors], target);
 }
 
-/** Wraps a method of `prototype` so that it marks its start (see `handler-start.ts`), once. */
+/** Wraps a method of `prototype` so that it marks its start (see `call-marks.ts`), once. */
 function markMethodStart(prototype: any, name: string): void {
   const descriptor = Object.getOwnPropertyDescriptor(prototype, name);
   if (typeof descriptor?.value !== 'function') return;

@@ -4,15 +4,14 @@ import { reportIdempotencyOutcome } from '../events/idempotency-channel';
 import { storeAcceptedMessage, storeFailedMessage } from './message-inbox';
 import { rememberIdempotencyKey } from './call-marks';
 import type { StoredIdempotencyRecord } from '../dialects/key-store';
-import type { IdempotencyAttempt } from './held-attempt';
+import type { IdempotencyAttempt, IdempotencyService } from './idempotency.service';
 import type { CallSteps } from './call-steps';
 import { boundedText, scopeFromOption } from './fingerprint';
 import * as warnings from './idempotency.problems';
-import type { IdempotencyService } from './idempotency.service';
 import type { HandlerBody, IdempotentCall, ResolvedIdempotentOptions } from './idempotency.options';
 import { fingerprintMessage, readMessageKey } from './message-settlement';
 import * as settlement from './message-settlement';
-import { parseBody } from './http-request';
+import { parseBody, serializeBody } from './http-request';
 
 /**
  * The message side of `IdempotencyInterceptor` (`@EventPattern`, `@MessagePattern`): the message's key, its record
@@ -83,26 +82,44 @@ export class MessageCalls {
     );
   }
 
-  /** The first delivery: runs the handler in the transaction with the record; settles the message after commit. */
-  private runFirstRpc(
+  /**
+   * The first delivery: runs the handler in the key's transaction and commits its effect with the record (the
+   * handler's value as its body, for a `@MessagePattern` redelivery), then acks the message. A handler that fails
+   * rolls back; the message is then stored for the relay's retries and acked (`@Idempotent({ retry })`), else
+   * requeued. When a redelivery committed the message first, this one is skipped as its duplicate.
+   */
+  private async runFirstRpc(
     context: ExecutionContext,
     handler: HandlerBody,
     attempt: IdempotencyAttempt,
     call: IdempotentCall,
   ): Promise<unknown> {
+    const { fingerprint, options } = call;
+    let value: unknown;
+    let body: string | null;
+    try {
+      value = await this.steps.run(handler, attempt, call);
+      body = serializeBody(value);
+    } catch (error) {
+      await this.steps.rollback(attempt);
+      reportIdempotencyOutcome('failed', options, 'rpc');
+      const kept = await this.keepFailedMessage(context, call, error);
+      this.settle(context, options, kept ? 'ack' : 'requeue');
+      if (kept) return undefined;
+      throw error;
+    }
+    if (await attempt.commit({ fingerprint, ttl: options.ttl, status: null, body, headers: null })) {
+      reportIdempotencyOutcome('executed', options, 'rpc');
+      this.settle(context, options, 'ack');
+      return value;
+    }
     const skip = (record: StoredIdempotencyRecord) => this.skipDuplicate(context, record, call);
-    return settlement.runFirstDelivery(attempt, call, {
-      run: () => this.steps.run(handler, attempt, call),
-      rollback: () => this.steps.rollback(attempt),
-      settle: (how) => this.settle(context, call.options, how),
-      lostRace: () => this.steps.afterLostRace(call, skip, () => this.deferInFlight(context, call)),
-      keep: (error) => this.keepFailedMessage(context, call, error),
-    });
+    return this.steps.afterLostRace(call, skip, () => this.deferInFlight(context, call));
   }
 
   /**
    * A failed `@EventPattern` message under `@Idempotent({ retry })`: stored as an inbox row for the relay's retries
-   * (`failed-message-inbox.ts`); whether it was. Never for a `@MessagePattern` (its caller gets the error).
+   * (`message-inbox.ts`); whether it was. Never for a `@MessagePattern` (its caller gets the error).
    */
   private keepFailedMessage(context: ExecutionContext, call: IdempotentCall, error: unknown): Promise<boolean> {
     if (!call.options.retry || this.isMessagePattern(context)) return Promise.resolve(false);
@@ -110,7 +127,7 @@ export class MessageCalls {
   }
 
   /**
-   * `mode: 'accept-first'`: stores the message as an inbox row (`accepted-message-inbox.ts`) instead of running the
+   * `mode: 'accept-first'`: stores the message as an inbox row (`message-inbox.ts`) instead of running the
    * handler, then acks it; the relay runs the handler from the row. A redelivery of a message whose row exists stores
    * nothing and is acked. When the row cannot be stored the message is requeued (with `manualAck`) and the error
    * goes to the transport, as a failure to take the key does.
@@ -129,12 +146,21 @@ export class MessageCalls {
   }
 
   /** A message without an id: its own transaction, no record; acked after the commit, requeued if anything fails. */
-  private runWithoutRecordRpc(
+  private async runWithoutRecordRpc(
     context: ExecutionContext,
     handler: HandlerBody,
     options: ResolvedIdempotentOptions,
   ): Promise<unknown> {
-    return settlement.runWithoutRecord(this.steps.idempotency, handler, (how) => this.settle(context, options, how));
+    let value: unknown;
+    try {
+      // The handler is called inside the transaction's async context, so its writes join it.
+      value = await this.steps.idempotency.transaction(handler);
+    } catch (error) {
+      this.settle(context, options, 'requeue');
+      throw error;
+    }
+    this.settle(context, options, 'ack');
+    return value;
   }
 
   /** A redelivery of a handled message: the handler does not run; a `@MessagePattern` gets the stored response. */

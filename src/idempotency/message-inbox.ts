@@ -148,7 +148,7 @@ export async function storeFailedMessage(
 
 /**
  * `@Idempotent({ mode: 'accept-first' })`: the message of a delivery is stored as an inbox row — the same row a
- * failed message becomes under `retry` (`failed-message-inbox.ts`), with no attempt yet and due at once — and the
+ * failed message becomes under `retry` (`message-inbox.ts`), with no attempt yet and due at once — and the
  * relay, woken, runs the handler from it (`run-consumer-handler.ts`).
  */
 

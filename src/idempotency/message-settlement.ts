@@ -4,11 +4,7 @@ import { RmqContext, RpcException } from '@nestjs/microservices';
 import { PATTERN_HANDLER_METADATA } from '@nestjs/microservices/constants';
 import { describeError } from '../util/describe-error';
 import type { StoredIdempotencyRecord } from '../dialects/key-store';
-import type { IdempotencyAttempt } from './held-attempt';
-import type { IdempotencyService } from './idempotency.service';
 import type { IdempotentCall, ResolvedIdempotentOptions } from './idempotency.options';
-import { serializeBody } from './http-request';
-import { reportIdempotencyOutcome } from '../events/idempotency-channel';
 import { getOutboxMessageId } from '../transports/incoming-message-id';
 import { fingerprintOf, JsonNestingTooDeepError } from './fingerprint';
 
@@ -66,79 +62,6 @@ export function inFlightError(key: string): RpcException {
     code: 'idempotency-key-in-use',
     message: `Message ${key} is being handled right now; retry later.`,
   });
-}
-
-/** The interceptor's steps for one message's first delivery (each bound to the interceptor's step). */
-export interface FirstDeliverySteps {
-  /** Runs the handler in the attempt's transaction (`runHandler`). */
-  run(): Promise<unknown>;
-  /** Rolls back after the handler failed (`rollbackQuietly`). */
-  rollback(): Promise<void>;
-  /** Acknowledges or requeues the message (`settle`). */
-  settle(how: 'ack' | 'requeue'): unknown;
-  /** Answers when a redelivery committed the message first (`afterLostRace`). */
-  lostRace(): Promise<unknown>;
-  /**
-   * After the handler failed and rolled back: stores the message for the relay's retries (`@Idempotent({ retry })`,
-   * `failed-message-inbox.ts`); true when it is stored, so the message is acked and no error goes to the transport.
-   */
-  keep?(error: unknown): Promise<boolean>;
-}
-
-/**
- * The first delivery of a message: runs the handler in the attempt's transaction, commits its effect with the
- * record (the handler's value as its body, for a `@MessagePattern` redelivery), then acknowledges the message.
- * A handler that fails rolls back; the message is then stored for the relay's retries and acknowledged (`keep`,
- * under `@Idempotent({ retry })`), else requeued.
- */
-export async function runFirstDelivery(
-  attempt: IdempotencyAttempt,
-  call: IdempotentCall,
-  steps: FirstDeliverySteps,
-): Promise<unknown> {
-  let value: unknown;
-  let body: string | null;
-  try {
-    value = await steps.run();
-    body = serializeBody(value);
-  } catch (error) {
-    await steps.rollback();
-    reportIdempotencyOutcome('failed', call.options, 'rpc');
-    if (await steps.keep?.(error)) {
-      steps.settle('ack');
-      return undefined;
-    }
-    steps.settle('requeue');
-    throw error;
-  }
-  const { fingerprint, options } = call;
-  if (await attempt.commit({ fingerprint, ttl: options.ttl, status: null, body, headers: null })) {
-    reportIdempotencyOutcome('executed', options, 'rpc');
-    steps.settle('ack');
-    return value;
-  }
-  return steps.lostRace();
-}
-
-/**
- * Runs the handler of a message without an id in a transaction of its own, without a record, and settles the
- * message: `settle('ack')` after the commit, `settle('requeue')` when the handler or the commit fails.
- */
-export async function runWithoutRecord(
-  idempotency: Pick<IdempotencyService, 'transaction'>,
-  handler: () => Promise<unknown>,
-  settle: (how: 'ack' | 'requeue') => unknown,
-): Promise<unknown> {
-  let value: unknown;
-  try {
-    // The handler is called inside the transaction's async context, so its writes join it.
-    value = await idempotency.transaction(handler);
-  } catch (error) {
-    settle('requeue');
-    throw error;
-  }
-  settle('ack');
-  return value;
 }
 
 /** Logs a skipped redelivery: a warning when its data differs from the handled message's, else a debug line. */

@@ -1,4 +1,4 @@
-import { type IdempotencyAttempt, type IdempotencyBegin, RunningKeys } from './held-attempt';
+import { type IdempotencyAttempt, type IdempotencyBegin, RunningKeys } from './idempotency.service';
 
 const attempt = (): IdempotencyAttempt => ({
   context: {} as IdempotencyAttempt['context'],

@@ -1,5 +1,5 @@
 import { currentHandlerStart, HandlerStart, trackHandlerStart } from '../call-marks';
-import type { IdempotencyAttempt } from '../held-attempt';
+import type { IdempotencyAttempt } from '../idempotency.service';
 import type { IdempotentCall } from '../idempotency.options';
 import type { StepJournal } from './step-journal';
 import { changesAtStart, IdempotentStepOutsideCallError, StepScope } from './step-scope';

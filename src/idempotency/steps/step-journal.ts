@@ -25,7 +25,7 @@ export interface NewRecordedStep {
 /**
  * The `idempotency_steps` table: reads a step's recorded result, inserts one, deletes expired ones. Written once
  * against the dialect's `quote()`, `param()` and `nowMs`. Where an insert commits is the caller's choice (see
- * `step-commit.ts`).
+ * `step-scope.ts`).
  */
 export class StepJournal {
   private readonly table: string;

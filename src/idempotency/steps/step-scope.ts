@@ -1,4 +1,4 @@
-import type { IdempotencyAttempt } from '../held-attempt';
+import type { IdempotencyAttempt } from '../idempotency.service';
 import type { IdempotentCall } from '../idempotency.options';
 import { reusedKeyProblem } from '../idempotency.problems';
 import { MAX_STEP_NAME_LENGTH } from '../../schema/idempotency-step.entity';
