@@ -3,7 +3,8 @@
  * Layers, lowest first; a file may import its own layer and any lower one:
  *   0 foundation   errors, constants, module definition, events (channels + payload types), util, scheduling
  *                  (intervals, the cleanup-task and relay registries) — and, wherever they sit, the declarations below
- *   1 schema       entities, column transformers, migrations
+ *   1 schema       entities, column transformers, migrations; integrations with optional peers that read only
+ *                  declarations (integrations/: the OpenAPI contract for @nestjs/swagger)
  *   2 dialects     the database hub, the shared SQL base, the contract and resolver, one folder per database — and
  *                  transaction/connection-transaction.ts, the transactions the dialects open on a connection of
  *                  theirs (no ambient context): transaction/ owns it, this layer holds it so the dialects may call it
@@ -11,7 +12,7 @@
  *   4 transports   per-transport message building, incoming message ids, client resolution
  *   5 destinations where messages go: brokers and their clients, routes, destination names, the @OnOutboxEvent()
  *                  handlers found in the app (handlers/: registry, decorator, context)
- *   6 idempotency  keys: stores per database (idempotency/stores/), service, interceptor
+ *   6 idempotency  keys: decorator, interceptor (HTTP) and message calls, service (stores: dialects/<db>/)
  *   7 write        OutboxService (emit, transaction, once), dead letters, schema check (outbox/): it reaches the
  *                  relay only through the relay registry of layer 0, never by importing it
  *   8 relay        publisher loop and pass, row delivery, running in-process handlers (handlers/), failure reporting,
@@ -35,7 +36,7 @@ const CONNECTION_TRANSACTION = '^src/transaction/connection-transaction\\.ts$';
 
 const LAYERS = [
   ['^src/(errors|outbox\\.constants|outbox\\.module-definition)\\.ts$', '^src/(events|util|scheduling)/', DECLARATIONS],
-  ['^src/schema/'],
+  ['^src/schema/', '^src/integrations/'],
   ['^src/dialects/', CONNECTION_TRANSACTION],
   ['^src/transaction/(?!connection-transaction\\.ts$)'],
   ['^src/transports/'],

@@ -4,7 +4,7 @@ import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { OutboxCleanupRegistry } from './scheduling/outbox-cleanup.registry';
 import { OutboxCleanupScheduler } from './cleanup/outbox-cleanup.scheduler';
 import { IdempotencyService } from './idempotency/idempotency.service';
-import { idempotencyOpenApiContractProvider } from './idempotency/openapi-contract';
+import { idempotencyOpenApiContractProvider } from './integrations/openapi-contract';
 import {
   getOutboxToken,
   isDefaultDataSource,

@@ -1,7 +1,7 @@
 import { Body, Controller, Get, HttpCode, Post, Put, Type } from '@nestjs/common';
 import 'reflect-metadata';
 import { Idempotent } from '../src';
-import type { SwaggerDecorators } from '../src/idempotency/openapi-contract';
+import type { SwaggerDecorators } from '../src/integrations/openapi-contract';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../src/idempotency/idempotency.options';
 import { createOutboxTestingModule } from './fixtures/outbox-app';
 import { createTestDatabase, TestDatabase } from './helpers/databases';
@@ -233,7 +233,7 @@ describe('@Idempotent() without @nestjs/swagger', () => {
     );
     await jest.isolateModulesAsync(async () => {
       const lib = await import('../src');
-      const contract = await import('../src/idempotency/openapi-contract');
+      const contract = await import('../src/integrations/openapi-contract');
       class Late {
         create() {
           return 1;
@@ -262,7 +262,7 @@ describe('@Idempotent() without @nestjs/swagger', () => {
     );
     await jest.isolateModulesAsync(async () => {
       const lib = await import('../src');
-      const contract = await import('../src/idempotency/openapi-contract');
+      const contract = await import('../src/integrations/openapi-contract');
       class Absent {
         create() {
           return 1;
@@ -290,7 +290,7 @@ describe('@Idempotent() without @nestjs/swagger', () => {
     };
     await jest.isolateModulesAsync(async () => {
       const lib = await import('../src');
-      const contract = await import('../src/idempotency/openapi-contract');
+      const contract = await import('../src/integrations/openapi-contract');
       class Once {
         create() {
           return 1;

@@ -5,7 +5,7 @@ import { OutboxConfigurationError } from '../errors';
 import { markingStart } from './call-marks';
 import { IdempotencyProblemFilter } from './idempotency.problems';
 import { IDEMPOTENT_OPTIONS, type IdempotentOptions } from './idempotency.options';
-import { recordIdempotentRoute } from './openapi-contract';
+import { recordIdempotentRoute } from '../integrations/openapi-contract';
 import { getOutboxToken, isDefaultDataSource } from '../outbox.constants';
 import { withInjectedTokens } from '../util/named-providers';
 import { IdempotencyInterceptor } from './idempotency.interceptor';

@@ -9,8 +9,8 @@ import {
   IdempotentOptions,
   MAX_IDEMPOTENCY_KEY_LENGTH,
   ResolvedIdempotencyDefaults,
-} from './idempotency.options';
-import { resolveIdempotencyDefaults } from './idempotency.options-validation';
+} from '../idempotency/idempotency.options';
+import { resolveIdempotencyDefaults } from '../idempotency/idempotency.options-validation';
 
 /**
  * The idempotency contract of each `@Idempotent()` HTTP route, published in the app's OpenAPI document when
