@@ -3,7 +3,7 @@ import { OutboxWalUnavailableError } from '../errors';
 import type { OutboxDatabase } from './outbox-database';
 import type { PostgresOutboxDialect } from './postgres/postgres.dialect';
 import type { WalRelayHost } from './postgres/wal/wal-batch';
-import { PostgresWalReader, type WalReaderSettings, loadClient } from './postgres/wal/wal-reader';
+import { loadClient, PostgresWalReader, type WalReaderSettings } from './postgres/wal/wal-reader';
 import { prepareWal, slotLag } from './postgres/wal/wal-setup';
 
 export type { WalPublishOutcome, WalRelayHost } from './postgres/wal/wal-batch';

@@ -76,3 +76,15 @@ export class CallSteps {
     if (this.warned.first(about)) this.logger.warn(message);
   }
 }
+
+/** The `scope` option's value, else `fallback` (also when the option returns undefined or null). */
+export function scopeFromOption(
+  context: ExecutionContext,
+  options: ResolvedIdempotentOptions,
+  fallback: string,
+): string | Promise<string> {
+  if (!options.scope) return fallback;
+  const scope = options.scope(context);
+  if (scope instanceof Promise) return scope.then((s) => (s === undefined || s === null ? fallback : String(s)));
+  return scope === undefined || scope === null ? fallback : String(scope);
+}

@@ -19,9 +19,9 @@ import {
   nestedTooDeeplyProblem,
   reusedKeyProblem,
 } from './idempotency.problems';
-import { CallSteps } from './call-steps';
+import { CallSteps, scopeFromOption } from './call-steps';
 import { MessageCalls } from './message-calls';
-import { boundedText, MAX_JSON_DEPTH, scopeFromOption, withinJsonDepth } from './fingerprint';
+import { boundedText, MAX_JSON_DEPTH, withinJsonDepth } from './fingerprint';
 import { captureResponse, replayResponse } from './http-request';
 import { outcomeOfStatus, reportIdempotencyOutcome } from '../events/idempotency-channel';
 

@@ -23,9 +23,8 @@ import { resolveIdempotencyStore } from '../dialects/resolve-key-store';
 import { loadClassTransformer } from './http-request';
 import { runInTransaction, runOnConnection } from '../transaction/transaction-runner';
 import { DEFAULT_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyDefaults } from './idempotency.options';
-import { holdTransaction } from '../transaction/held-transaction';
+import { connectWithin, holdTransaction } from '../transaction/held-transaction';
 import type { OutboxTransactionContext } from '../transaction/transaction.types';
-import { connectWithin } from '../transaction/connection-wait';
 import { describeError } from '../util/describe-error';
 
 /** Name of the cleanup task that deletes expired records. */
@@ -103,7 +102,7 @@ export class IdempotencyService implements OnModuleInit {
   /**
    * Takes (scope, key) for a call with `fingerprint` (a request, a message, `once()`), in a transaction the
    * transaction runner holds open (the built-in one, or the plugged-in source's, e.g. `transactions: 'cls'`):
-   * `held-attempt.ts`. A request's key this process is running is answered in flight at once; the waits are bounded
+   * `beginAttempt()` below. A request's key this process is running is answered in flight at once; the waits are bounded
    * by `limits`. `message` (a delivery, `once()`): a redelivery may wait for the first delivery, at most
    * `lockTimeout`.
    */

@@ -1,8 +1,6 @@
 import type { OutboxStatement } from '../../transaction/transaction.types';
 import { withLockWait } from './mysql-lock-wait';
-import { lockDigest } from '../key-store';
-import type { IdempotencyWaitLimits } from '../key-store';
-import { KeyLock, SqlIdempotencyStore } from '../sql-key-store';
+import { type IdempotencyWaitLimits, KeyLock, lockDigest, SqlIdempotencyStore } from '../key-store';
 
 /**
  * MySQL 8 / MariaDB: a second INSERT of an uncommitted key would wait for the first transaction (up to

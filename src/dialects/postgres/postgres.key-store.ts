@@ -3,14 +3,15 @@ import { someInErrorChain } from '../../util/error-chain';
 import { sha256Hex } from '../../util/sha256';
 import {
   IdempotencyTake,
+  type IdempotencyWaitLimits,
+  KeyLock,
   KeyTaken,
   KeyTaking,
   NewIdempotencyRecord,
   RECORD_COLUMNS,
+  SqlIdempotencyStore,
   toStored,
 } from '../key-store';
-import type { IdempotencyWaitLimits } from '../key-store';
-import { KeyLock, SqlIdempotencyStore } from '../sql-key-store';
 
 /** SQLSTATE of a lock wait that reached `lock_timeout`. */
 const LOCK_NOT_AVAILABLE = '55P03';

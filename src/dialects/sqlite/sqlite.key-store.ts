@@ -1,4 +1,4 @@
-import { SqlIdempotencyStore } from '../sql-key-store';
+import { SqlIdempotencyStore } from '../key-store';
 
 /**
  * SQLite: every transaction of a DataSource shares one connection and takes its turn (the transaction runner's

@@ -1,6 +1,6 @@
 import type { QueryRunner } from 'typeorm';
 import { isDatabaseBusy } from '../dialects/database-busy';
-import { connectWithin } from './connection-wait';
+import { connectWithin } from './held-transaction';
 
 /** A runner whose pool hands its connection over when the test says so. */
 function slowRunner() {
