@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import { DataSource, QueryFailedError, QueryRunner } from 'typeorm';
 import type { OutboxStatement } from './transaction.types';
+import { sha256Hex } from '../util/sha256';
 
 /** What the runner needs of a `pg` client: a query with a client-side time limit, and the driver's own escaping. */
 interface PgClient {
@@ -50,9 +50,18 @@ interface Preparing {
   enabled: boolean;
 }
 
+/** Names of the statements prepared so far, by text: a handful of texts, hashed once each. */
+const preparedNames = new Map<string, string>();
+
 /** The name of a statement prepared from `sql`: its text's hash, so different statements never share one. */
 function preparedName(sql: string): string {
-  return `nestjs_outbox_${createHash('sha256').update(sql).digest('hex').slice(0, 16)}`;
+  let name = preparedNames.get(sql);
+  if (name === undefined) {
+    name = `nestjs_outbox_${sha256Hex(sql).slice(0, 16)}`;
+    // The library's statements are few; a bound keeps a pathological caller from growing the map for ever.
+    if (preparedNames.size < 1000) preparedNames.set(sql, name);
+  }
+  return name;
 }
 
 type RunnerClass = new (driver: unknown, mode: string) => QueryRunner;
