@@ -1,4 +1,5 @@
-import { type IdempotencyAttempt, type IdempotencyBegin, RunningKeys } from './idempotency.service';
+import { type IdempotencyAttempt, type IdempotencyBegin, rollbackQuietly, RunningKeys } from './idempotency.service';
+import { FirstTimes } from './idempotency.problems';
 
 const attempt = (): IdempotencyAttempt => ({
   context: {} as IdempotencyAttempt['context'],
@@ -36,5 +37,36 @@ describe('RunningKeys', () => {
     expect(second.kind).toBe('acquired');
     await first.attempt.commitWithoutRecord(); // ends again, late
     expect(await keys.take('s', 'k', 'b', acquired)).toEqual({ kind: 'in-flight', sameRequest: true });
+  });
+});
+
+describe('rollbackQuietly()', () => {
+  const attempt = (rollback: () => Promise<void>) => ({ rollback }) as unknown as IdempotencyAttempt;
+
+  it('rolls the attempt back', async () => {
+    const rollback = jest.fn(async () => undefined);
+    const warn = jest.fn();
+    await rollbackQuietly(attempt(rollback), { warn });
+    expect(rollback).toHaveBeenCalledTimes(1);
+    expect(warn).not.toHaveBeenCalled();
+  });
+
+  it('logs a rollback that fails too instead of throwing it, so the handler’s error is the one answered', async () => {
+    const warn = jest.fn();
+    await expect(
+      rollbackQuietly(
+        attempt(() => Promise.reject(new Error('Connection terminated'))),
+        { warn },
+      ),
+    ).resolves.toBeUndefined();
+    expect(warn).toHaveBeenCalledWith(expect.stringContaining('Rollback failed: Connection terminated'));
+  });
+});
+
+describe('FirstTimes (warnings logged once per handler)', () => {
+  it('answers true the first time for each subject, false ever after', () => {
+    const warned = new FirstTimes();
+    expect([warned.first('A.create'), warned.first('A.create'), warned.first('B.create')]).toEqual([true, false, true]);
+    expect(warned.first('B.create')).toBe(false);
   });
 });
