@@ -17,4 +17,5 @@ export const BENCHES: Record<string, () => Promise<{ default: Bench }>> = {
   'scale-out': () => import('./scale-out.bench'),
   'claim-scale': () => import('./claim-scale.bench'),
   'emit-many': () => import('./emit-many.bench'),
+  'wal-message': () => import('./wal-message.bench'),
 };
