@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { buildAndPack, installPackedApp } from './helpers/packed-package';
 
@@ -100,19 +100,22 @@ const CONSOLE = require.resolve('nestjs-outbox/console');
 ${APP_BODY('cjs')}`;
 
 const ESM_APP = `import 'reflect-metadata';
-import { Controller, type DynamicModule, Module, Post } from '@nestjs/common';
+import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ClientsModule, Transport } from '@nestjs/microservices';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
+import { Controller, Post } from '@nestjs/common';
 import { Exclude } from 'class-transformer';
-import { Idempotent, outboxEntities, OutboxMessage, OutboxModule, type OutboxModuleOptions, OutboxNoTransactionError, OutboxService } from 'nestjs-outbox';
+import { Idempotent, OutboxModule, OutboxService, OutboxMessage, OutboxNoTransactionError, outboxEntities } from 'nestjs-outbox';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 const RESOLVED = import.meta.resolve('nestjs-outbox');
 const NEST_CORE = fileURLToPath(import.meta.resolve('@nestjs/core'));
-import { checkIdempotencyContract, deliverEveryMessageTwice, flushOutbox } from 'nestjs-outbox/testing';
+import { flushOutbox, deliverEveryMessageTwice, checkIdempotencyContract } from 'nestjs-outbox/testing';
 const TESTING = import.meta.resolve('nestjs-outbox/testing');
-import { OutboxConsoleModule, type OutboxConsoleOptions } from 'nestjs-outbox/console';
+import { OutboxConsoleModule } from 'nestjs-outbox/console';
 const CONSOLE = import.meta.resolve('nestjs-outbox/console');
 ${APP_BODY('esm')}`;
 
@@ -121,6 +124,12 @@ ${APP_BODY('esm')}`;
  * makes it `any`, and then the `@ts-expect-error` lines have no error to expect).
  */
 const TYPES_CHECK = `
+import { OutboxModule, OutboxService } from 'nestjs-outbox';
+import type { OutboxModuleOptions } from 'nestjs-outbox';
+import { OutboxConsoleModule } from 'nestjs-outbox/console';
+import type { OutboxConsoleOptions } from 'nestjs-outbox/console';
+import { flushOutbox } from 'nestjs-outbox/testing';
+import type { DynamicModule } from '@nestjs/common';
 type EmitOptions = NonNullable<Parameters<OutboxService['emit']>[2]>;
 // @ts-expect-error a number is not an OutboxService
 export const notAService: OutboxService = 5;
