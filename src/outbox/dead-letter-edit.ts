@@ -1,5 +1,11 @@
 import type { OutboxDatabase } from '../dialects/outbox-database';
-import { OutboxEditDisabledError, OutboxEditInvalidError, OutboxMessageNotFoundError, OutboxNotDeadError, OutboxSerializationError } from '../errors';
+import {
+  OutboxEditDisabledError,
+  OutboxEditInvalidError,
+  OutboxMessageNotFoundError,
+  OutboxNotDeadError,
+  OutboxSerializationError,
+} from '../errors';
 import { INBOX_FINGERPRINT_HEADER, INBOX_SCOPE_HEADER } from '../idempotency/message-inbox';
 import { MESSAGE_ID_HEADER, REPLACES_HEADER } from '../outbox.constants';
 import type { OutboxRelayRegistry } from '../scheduling/outbox-relay.registry';

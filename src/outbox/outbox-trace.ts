@@ -3,7 +3,14 @@ import type { OutboxDatabase } from '../dialects/outbox-database';
 import { OutboxTraceQueryError } from '../errors';
 import { boundedText } from '../idempotency/fingerprint';
 import { runOnConnection } from '../transaction/transaction-runner';
-import { DEFAULT_TRACE_DEPTH, type OutboxTrace, type OutboxTraceMessage, type OutboxTraceOptions, type OutboxTraceRecord, TRACE_MESSAGES_PER_CALL } from './outbox-trace.types';
+import {
+  DEFAULT_TRACE_DEPTH,
+  type OutboxTrace,
+  type OutboxTraceMessage,
+  type OutboxTraceOptions,
+  type OutboxTraceRecord,
+  TRACE_MESSAGES_PER_CALL,
+} from './outbox-trace.types';
 import { emptyMessage, pairKey, TraceTables } from './outbox-trace.tables';
 
 const MAX_DEPTH = 20;
