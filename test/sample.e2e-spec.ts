@@ -16,6 +16,7 @@ import { CREDIT_LIMIT } from '../sample/orders/orders.service';
 import { RABBITMQ_URL, uniqueQueue } from './helpers/consumers';
 import { createTestDatabase, DATABASE_LABEL, DatabaseKind, servicesOf, TestDatabase } from './helpers/databases';
 import { freePort, waitFor } from './helpers/ports';
+import { readReadme } from './helpers/readme-snippets';
 import { describeWith, ServiceName } from './helpers/services';
 
 /**
@@ -235,6 +236,29 @@ for (const setup of setups) {
             .send({ ...body, amount: 1 }),
           422,
         );
+      });
+
+      it("answers the README's two curl calls as it says: 201, then the same 201 replayed; one order, counted once", async () => {
+        const calls = [
+          ...readReadme().matchAll(
+            /curl -i localhost:3000(\/\S+) -H 'Idempotency-Key: ([^']+)' -H 'Content-Type: application\/json' \\\s*-d '([^']+)'/g,
+          ),
+        ];
+        expect(calls).toHaveLength(2);
+        const [path, key, json] = calls[0].slice(1);
+        expect(calls[1].slice(1)).toEqual([path, key, json]);
+        const body = JSON.parse(json);
+        // The README's key, apart from the other tests' keys of this app.
+        const send = () => http().post(path).set('Idempotency-Key', `readme-${key}`).send(body).expect(201);
+        const first = await send();
+        const retry = await send();
+        expect(first.headers['idempotent-replayed']).toBeUndefined();
+        expect(retry.headers['idempotent-replayed']).toBe('true');
+        expect(retry.body).toEqual(first.body);
+        expect(await app.get(DataSource).getRepository(Order).countBy({ reference: body.reference })).toBe(1);
+        await waitFor(async () => (await customer(body.customerId)).orders === 1, 'the consumer to apply OrderPlaced');
+        const totals = await http().get(`/customers/${body.customerId}`).expect(200);
+        expect(totals.body).toMatchObject({ orders: 1, totalSpent: body.amount });
       });
 
       it('rolls back the order and its event together when a later step of the transaction fails', async () => {
